@@ -1,0 +1,20 @@
+"""napari-varblur: Gaussian blur with a global sigma or a per-pixel sigma map.
+
+One written contract (``docs/contract.md``) and three backends that meet it:
+``reference`` (float64 NumPy), ``numba`` (parallel CPU) and ``jax`` (XLA, GPU when
+present).  The JAX-native, differentiable entry point is :mod:`napari_varblur.jax`.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .api import gaussian_blur
+from .backends import BackendUnavailableError, available_backends
+
+try:
+    __version__ = version("napari-varblur")
+except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0+unknown"
+
+__all__ = ["BackendUnavailableError", "__version__", "available_backends", "gaussian_blur"]
