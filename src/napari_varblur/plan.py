@@ -21,11 +21,23 @@ def radius_of(sigma: np.ndarray | float, truncate: float) -> np.ndarray:
     return np.ceil(np.float64(truncate) * np.asarray(sigma, dtype=np.float64))
 
 
+#: Cap on ``1/(2 sigma^2)``: finite even in float32, and exp(-d^2 * cap) is 0 for d >= 1,
+#: so a tiny sigma acts as a delta instead of producing 0 * inf = NaN at d = 0.
+MAX_EXPONENT = 1e30
+
+
 def exponent_of(sigma: np.ndarray) -> np.ndarray:
     """``1 / (2 sigma^2)``, the factor in ``exp(-d^2 * h)``; 0 where sigma is 0."""
     s = np.asarray(sigma, dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        return np.where(s > 0, 0.5 / np.where(s > 0, s, 1.0) ** 2, 0.0)
+    with np.errstate(divide="ignore", over="ignore"):
+        h = np.where(s > 0, 0.5 / np.where(s > 0, s, 1.0) ** 2, 0.0)
+    return np.minimum(h, MAX_EXPONENT)
+
+
+def gaussian_taps(sigma: float, radius: int) -> np.ndarray:
+    """Unnormalised taps ``exp(-d^2 / (2 sigma^2))`` for ``d = -radius .. radius``."""
+    d = np.arange(-radius, radius + 1, dtype=np.float64) / sigma  # d / sigma: no 0/0 at d = 0
+    return np.exp(-0.5 * d * d)
 
 
 @dataclass(frozen=True)
@@ -51,10 +63,14 @@ class AxisPass:
 
     def source(self) -> np.ndarray:
         """Source index of every position of the extended line (-1: use ``fill``)."""
-        return extend_indices(np.arange(-self.left, self.n - self.left + self.taps - 1), self.n, self.mode)
+        return extend_indices(
+            np.arange(-self.left, self.n - self.left + self.taps - 1), self.n, self.mode
+        )
 
 
-def axis_pass(axis: int, n: int, sigma: float, radius: int, mode: str, cval: float) -> AxisPass | None:
+def axis_pass(
+    axis: int, n: int, sigma: float, radius: int, mode: str, cval: float
+) -> AxisPass | None:
     """Plan the 1-D pass for one axis, or ``None`` when the axis is left untouched."""
     if sigma == 0 or radius == 0:
         return None
@@ -66,16 +82,14 @@ def axis_pass(axis: int, n: int, sigma: float, radius: int, mode: str, cval: flo
     if mode == "crop":
         # Taps further than n - 1 away are never in bounds: drop them exactly.
         r = min(radius, n - 1)
-        d = np.arange(-r, r + 1, dtype=np.float64)
-        w = np.exp(-0.5 * d * d / (sigma * sigma))
+        w = gaussian_taps(sigma, r)
         # In-bounds offsets of output i are max(-r, -i) .. min(r, n - 1 - i).
         i = np.arange(n)
         lo, hi = np.maximum(-r, -i), np.minimum(r, n - 1 - i)
         cum = np.concatenate(([0.0], np.cumsum(w)))
         scale = 1.0 / (cum[hi + r + 1] - cum[lo + r])
         return AxisPass(axis, n, mode, r, w, scale, 0.0)
-    d = np.arange(-radius, radius + 1, dtype=np.float64)
-    w = np.exp(-0.5 * d * d / (sigma * sigma))
+    w = gaussian_taps(sigma, radius)
     w /= w.sum()
     left, taps = radius, 2 * radius + 1
     per = period(n, mode)
@@ -192,7 +206,9 @@ def working_layout(array: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     return moved.reshape((-1,) + tuple(array.shape[a] for a in axes))
 
 
-def from_working_layout(work: np.ndarray, shape: tuple[int, ...], axes: tuple[int, ...]) -> np.ndarray:
+def from_working_layout(
+    work: np.ndarray, shape: tuple[int, ...], axes: tuple[int, ...]
+) -> np.ndarray:
     """Inverse of :func:`working_layout` for an array of the image's ``shape``."""
     batch = [a for a in range(len(shape)) if a not in axes]
     order = batch + list(axes)

@@ -259,7 +259,9 @@ class BlurSpec:
             values = sigma.astype(np.float64, copy=False)
             check_sigma_values(values, "the sigma map")
             smap = tuple(values[..., i] for i in range(k)) if per_axis else (values,) * k
-        elif _is_number(sigma) or isinstance(sigma, (Sequence, np.ndarray)):
+        elif _is_number(sigma) or (
+            isinstance(sigma, (Sequence, np.ndarray)) and not isinstance(sigma, (str, bytes))
+        ):
             sig = normalize_global_sigma(sigma, k)
         else:
             raise TypeError(

@@ -1,8 +1,9 @@
 """Backends: each turns a valid :class:`~napari_varblur.spec.BlurSpec` into an array.
 
-A backend module exposes ``blur(spec) -> numpy.ndarray`` (dtype ``spec.precision``)
-and ``describe() -> str``.  Modules are imported on first use, so a missing optional
-package only matters when its backend is asked for.
+A backend module exposes ``blur(spec) -> numpy.ndarray`` (dtype ``spec.precision``),
+``describe() -> str`` (version and device) and ``device_name() -> str``.  Modules are
+imported on first use, so a missing optional package only matters when its backend is
+asked for.
 """
 
 from __future__ import annotations

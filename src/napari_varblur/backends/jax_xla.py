@@ -19,7 +19,7 @@ import numpy as np
 from jax import lax
 
 from ..boundary import extend_indices
-from ..plan import global_plan, map_plan, working_layout, from_working_layout
+from ..plan import from_working_layout, global_plan, map_plan, working_layout
 from ..spec import BlurSpec
 
 #: Up to this many taps a loop is unrolled (XLA fuses it); beyond, a ``fori_loop``
@@ -51,7 +51,9 @@ def _shape_along(axis: int, ndim: int, n: int) -> tuple[int, ...]:
     return (1,) * axis + (n,) + (1,) * (ndim - axis - 1)
 
 
-def extend_axis(x: jax.Array, axis: int, n: int, mode: str, left: int, right: int, fill) -> jax.Array:
+def extend_axis(
+    x: jax.Array, axis: int, n: int, mode: str, left: int, right: int, fill
+) -> jax.Array:
     """``x`` extended along ``axis`` by ``left``/``right`` positions in ``mode``.
 
     The middle is ``x`` itself; only the overhangs are gathered (or filled).
@@ -151,7 +153,7 @@ def varying_blur(work, radius, exponent, fills, layout):
 
         denominator = denominator * lax.fori_loop(0, 2 * pad + 1, den_body, jnp.zeros(shape, dtype))
 
-    n_last, mode_last, pad_last = layout[-1]
+    n_last, _, pad_last = layout[-1]
     h_last = exponent[-1]
     r_last = radius[-1]
 

@@ -12,7 +12,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ..plan import AxisPass, MapAxis, global_plan, map_plan, working_layout, from_working_layout
+from ..plan import AxisPass, MapAxis, from_working_layout, global_plan, map_plan, working_layout
 from ..spec import BlurSpec
 
 #: Columns handled together by one parallel job in a pass along a non-last axis.
@@ -20,7 +20,11 @@ _BLOCK = 512
 
 
 def describe() -> str:
-    return f"numba {numba.__version__}, {numba.get_num_threads()} CPU threads"
+    return f"numba {numba.__version__}, {device_name()}"
+
+
+def device_name() -> str:
+    return f"cpu ({numba.get_num_threads()} threads)"
 
 
 def blur(spec: BlurSpec) -> np.ndarray:

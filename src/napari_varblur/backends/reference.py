@@ -15,7 +15,11 @@ from ..spec import BlurSpec
 
 
 def describe() -> str:
-    return f"numpy {np.__version__}, float64, CPU"
+    return f"numpy {np.__version__}, {device_name()}"
+
+
+def device_name() -> str:
+    return "cpu (float64 numpy)"
 
 
 def blur(spec: BlurSpec) -> np.ndarray:

@@ -1,0 +1,36 @@
+"""Shared helpers: the contract's tolerances and small test images."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from napari_varblur import available_backends
+
+FAST_BACKENDS = [
+    name for name in ("numba", "jax") if not available_backends()[name].startswith("unavailable")
+]
+ALL_BACKENDS = ["reference", *FAST_BACKENDS]
+SCIPY_MODES = ["reflect", "mirror", "nearest", "wrap", "constant"]
+ALL_MODES = ["crop", *SCIPY_MODES]
+
+
+def tolerance(precision: str, image: np.ndarray) -> float:
+    """The contract: 1e-12 (float64) or 1e-5 (float32) times max(1, max|image|)."""
+    scale = max(1.0, float(np.abs(np.asarray(image, dtype=np.float64)).max(initial=0.0)))
+    return (1e-12 if np.dtype(precision) == np.float64 else 1e-5) * scale
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, precision: str, image: np.ndarray):
+    assert actual.shape == expected.shape
+    assert actual.dtype == np.dtype(precision)
+    diff = np.abs(actual.astype(np.float64) - np.asarray(expected, dtype=np.float64))
+    # NaN must sit where the oracle has NaN, and nowhere else.
+    np.testing.assert_array_equal(np.isnan(actual), np.isnan(expected))
+    worst = float(np.nanmax(diff, initial=0.0))
+    assert worst <= tolerance(precision, image), f"max |diff| {worst:.3g}"
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)

@@ -1,0 +1,57 @@
+"""The main job: ``varblur demo`` on the built-in sample."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from napari_varblur import cli
+from napari_varblur.sample import fluorescence_sample
+
+
+def test_sample_is_deterministic_and_shaped():
+    image, sigma_map = fluorescence_sample(64)
+    again, _ = fluorescence_sample(64)
+    np.testing.assert_array_equal(image, again)
+    assert image.shape == sigma_map.shape == (64, 64)
+    assert sigma_map.min() == pytest.approx(0.5, abs=0.05) and sigma_map.max() <= 4.0
+    assert image.max() > 200 > np.median(image)  # bright structures on a dim background
+
+
+@pytest.mark.parametrize("command", [["-m", "napari_varblur"], None])
+def test_demo_runs_every_backend_and_passes(command):
+    if command is None:
+        exe = shutil.which("varblur", path=os.path.dirname(sys.executable))
+        assert exe, "the varblur console script is installed beside the interpreter"
+        args = [exe, "demo", "--size", "48"]
+    else:
+        args = [sys.executable, *command, "demo", "--size", "48"]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    backends = {row.split("|")[1].strip() for row in rows[1:]}
+    assert {"reference", "numba", "jax"} <= backends
+    assert all(row.rstrip().endswith("| yes |") for row in rows[1:])
+    assert len(rows) == 1 + 2 * 3  # header + 3 backends x 2 precisions
+    assert "all backends meet the contract" in out.stdout
+
+
+def test_demo_exit_code_reports_a_broken_tolerance(monkeypatch):
+    # A zero tolerance cannot be met by float32 arithmetic: the demo must say so.
+    monkeypatch.setitem(cli.TOLERANCE, "float32", 0.0)
+    buffer = io.StringIO()
+    assert cli.demo(32, out=buffer) == 1
+    assert "| NO |" in buffer.getvalue() and "broke the contract" in buffer.getvalue()
+
+
+def test_demo_rejects_a_tiny_size(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["demo", "--size", "2"])
+    assert info.value.code == 2
+    assert "--size: must be at least 8" in capsys.readouterr().err

@@ -1,0 +1,120 @@
+"""The JAX-native API and the JAX backend's compilation and configuration rules."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+
+from conftest import assert_close
+from napari_varblur import gaussian_blur
+from napari_varblur.backends import jax_xla
+from napari_varblur.jax import gaussian_blur as jax_blur
+
+
+@pytest.fixture
+def image(rng):
+    return rng.random((14, 17)).astype(np.float32) * 10
+
+
+@pytest.fixture
+def sigma_map(rng):
+    # Away from radius jumps (3 * sigma not near an integer) so finite differences are smooth.
+    return (rng.integers(1, 6, (14, 17)) / 3 + 0.15).astype(np.float32)
+
+
+@pytest.mark.parametrize("mode", ["crop", "reflect", "constant"])
+def test_matches_reference_for_concrete_and_traced_sigma(image, sigma_map, mode):
+    expected = gaussian_blur(
+        image, sigma_map, mode=mode, cval=1.0, backend="reference", precision="float64"
+    )
+    concrete = jax_blur(jnp.asarray(image), sigma_map, mode=mode, cval=1.0)
+    traced = jax.jit(lambda x, s: jax_blur(x, s, mode=mode, cval=1.0, max_radius=6))(
+        jnp.asarray(image), jnp.asarray(sigma_map)
+    )
+    for out in (concrete, traced):
+        assert isinstance(out, jax.Array)
+        assert_close(np.asarray(out), expected, "float32", image)
+    global_out = jax_blur(jnp.asarray(image), (1.5, 0.7), mode=mode, cval=1.0)
+    assert_close(
+        np.asarray(global_out),
+        gaussian_blur(
+            image, (1.5, 0.7), mode=mode, cval=1.0, backend="reference", precision="float64"
+        ),
+        "float32",
+        image,
+    )
+
+
+def test_vmap_over_a_batch(image, sigma_map):
+    batch = jnp.stack([jnp.asarray(image), 2 * jnp.asarray(image)])
+    maps = jnp.stack([jnp.asarray(sigma_map), jnp.asarray(sigma_map) / 2])
+    out = jax.vmap(lambda x, s: jax_blur(x, s, max_radius=6))(batch, maps)
+    for i in range(2):
+        expected = gaussian_blur(
+            np.asarray(batch[i]), np.asarray(maps[i]), backend="reference", precision="float64"
+        )
+        assert_close(np.asarray(out[i]), expected, "float32", np.asarray(batch[i]))
+
+
+def test_gradients_with_respect_to_image_and_sigma_map(image, sigma_map):
+    with jax.enable_x64(True):
+        x = jnp.asarray(image, jnp.float64)
+        s = jnp.asarray(sigma_map, jnp.float64)
+        for mode in ("crop", "mirror"):
+            check_grads(
+                lambda s_, mode=mode: jax_blur(x, s_, mode=mode, max_radius=6),
+                (s,),
+                order=1,
+                modes=["rev", "fwd"],
+                eps=1e-6,
+            )
+            check_grads(
+                lambda x_, mode=mode: jax_blur(x_, s, mode=mode, max_radius=6),
+                (x,),
+                order=1,
+                modes=["rev", "fwd"],
+            )
+            check_grads(
+                lambda x_, mode=mode: jax_blur(x_, 1.3, mode=mode), (x,), order=1, modes=["rev"]
+            )
+        # The gradient is not trivially zero: sharpening a pixel's sigma changes it.
+        g = jax.grad(lambda s_: jax_blur(x, s_, max_radius=6)[7, 8])(s)
+        assert abs(float(g[7, 8])) > 1e-3
+
+
+def test_traced_sigma_needs_max_radius(image):
+    with pytest.raises(ValueError, match="max_radius: a traced sigma needs a static max_radius"):
+        jax.jit(lambda s: jax_blur(jnp.asarray(image), s))(jnp.ones(image.shape))
+
+
+def test_new_sigma_with_same_radius_does_not_recompile(image, rng):
+    jax_xla._separable.clear_cache()
+    jax_xla._varying_jit.clear_cache()
+    gaussian_blur(image, 2.0, backend="jax")  # radius 6
+    gaussian_blur(image, 1.7, backend="jax")  # radius 6 again: new weights, same program
+    gaussian_blur(image, 1.9, mode="constant", cval=4.0, backend="jax")
+    assert jax_xla._separable._cache_size() == 2  # one per mode, not per sigma or cval
+    gaussian_blur(image, 2.1, backend="jax")  # radius 7: a new program
+    assert jax_xla._separable._cache_size() == 3
+
+    gaussian_blur(image, np.full(image.shape, 1.9), backend="jax")
+    gaussian_blur(image, rng.uniform(1.7, 2.0, image.shape), backend="jax")  # max radius 6 both
+    assert jax_xla._varying_jit._cache_size() == 1
+
+
+def test_float64_is_real_and_global_config_untouched(image):
+    before = jax.config.jax_enable_x64
+    out = gaussian_blur(image.astype(np.float64) / 3, 1.0, backend="jax", precision="float64")
+    assert out.dtype == np.float64
+    expected = gaussian_blur(
+        image.astype(np.float64) / 3, 1.0, backend="reference", precision="float64"
+    )
+    # A float32 computation would miss by ~1e-7; float64 meets 1e-12.
+    assert_close(out, expected, "float64", image)
+    assert jax.config.jax_enable_x64 == before
+    with jax.enable_x64(True):  # a user who works in x64 gets float32 when asking for it
+        out32 = gaussian_blur(image, 1.0, backend="jax", precision="float32")
+        assert out32.dtype == np.float32 and jax.config.jax_enable_x64
