@@ -36,8 +36,9 @@ def exponent_of(sigma: np.ndarray) -> np.ndarray:
 
 def gaussian_taps(sigma: float, radius: int) -> np.ndarray:
     """Unnormalised taps ``exp(-d^2 / (2 sigma^2))`` for ``d = -radius .. radius``."""
-    d = np.arange(-radius, radius + 1, dtype=np.float64) / sigma  # d / sigma: no 0/0 at d = 0
-    return np.exp(-0.5 * d * d)
+    with np.errstate(over="ignore"):  # a tiny sigma overflows d / sigma to inf: weight 0
+        d = np.arange(-radius, radius + 1, dtype=np.float64) / sigma  # no 0/0 at d = 0
+        return np.exp(-0.5 * d * d)
 
 
 @dataclass(frozen=True)

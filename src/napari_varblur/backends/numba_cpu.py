@@ -53,7 +53,7 @@ def _correlate_axis(x: np.ndarray, p: AxisPass) -> np.ndarray:
     return out.reshape(x.shape)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _lines_kernel(lines, out, source, fill, weights, scale, block):  # pragma: no cover - jitted
     outer, n, inner = lines.shape
     m = source.shape[0]
@@ -118,7 +118,7 @@ def _varying_blur(x: np.ndarray, spec: BlurSpec, plan: list[MapAxis]) -> np.ndar
     return from_working_layout(out.reshape(work.shape), x.shape, spec.axes)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _varying_kernel(xp, pshape, shape, pad, crop, radius, exponent, out, rmax):  # pragma: no cover
     k = shape.shape[0] - 1
     nk = shape[k]
