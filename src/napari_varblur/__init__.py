@@ -17,4 +17,19 @@ try:
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
-__all__ = ["BackendUnavailableError", "__version__", "available_backends", "gaussian_blur"]
+__all__ = [
+    "BackendUnavailableError",
+    "__version__",
+    "available_backends",
+    "blur_layer",
+    "gaussian_blur",
+]
+
+
+def __getattr__(name: str):
+    # blur_layer needs napari: import it on first use so the library stays GUI-free.
+    if name == "blur_layer":
+        from .gui.layers import blur_layer
+
+        return blur_layer
+    raise AttributeError(f"module 'napari_varblur' has no attribute {name!r}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -73,12 +74,40 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_demo = sub.add_parser("demo", help="blur the built-in sample on every backend and compare")
     p_demo.add_argument("--size", type=int, default=256, help="sample size in pixels (default 256)")
+    p_demo.add_argument(
+        "--view", action="store_true", help="then open napari with the sample and the widget"
+    )
     args = parser.parse_args(argv)
     if args.command == "demo":
         if args.size < 8:
             parser.error("--size: must be at least 8")
-        return demo(args.size)
+        if args.view and not _has_display():
+            print(
+                "varblur demo --view: no display found (DISPLAY is not set); "
+                "run without --view, or on a desktop or under Xvfb",
+                file=sys.stderr,
+            )
+            return 2
+        status = demo(args.size)
+        if args.view:
+            try:
+                from .gui.viewer import open_demo_viewer
+            except ImportError as err:
+                print(
+                    f"varblur demo --view needs napari ({err}); install it with: "
+                    "pip install 'napari-varblur[all]'",
+                    file=sys.stderr,
+                )
+                return 2
+            open_demo_viewer()
+        return status
     return 2  # pragma: no cover - argparse enforces a command
+
+
+def _has_display() -> bool:
+    if not sys.platform.startswith("linux"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
 if __name__ == "__main__":  # pragma: no cover

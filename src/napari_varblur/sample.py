@@ -45,3 +45,19 @@ def fluorescence_sample(size: int = 256, seed: int = 0) -> tuple[np.ndarray, np.
     defocus = np.abs(x + y - (size - 1)) / (size - 1)  # 0 on the diagonal, 1 in corners
     sigma_map = (0.5 + 3.5 * defocus**2).astype(np.float32)
     return image, sigma_map
+
+
+def defocus_sample_layers() -> list[tuple]:
+    """napari sample data: the fluorescence sample and its defocus sigma map.
+
+    Returns napari ``LayerData`` tuples, so this module needs no napari import.
+    """
+    image, sigma_map = fluorescence_sample(512)
+    return [
+        (image, {"name": "varblur cells", "colormap": "gray"}, "image"),
+        (
+            sigma_map,
+            {"name": "varblur sigma map", "colormap": "viridis", "visible": False},
+            "image",
+        ),
+    ]

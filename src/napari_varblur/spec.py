@@ -140,6 +140,8 @@ def check_sigma_values(values: np.ndarray, what: str) -> None:
 def normalize_global_sigma(sigma: object, naxes: int) -> tuple[float, ...]:
     """One float sigma per blurred axis from a number or a sequence."""
     if _is_number(sigma):
+        if not math.isfinite(sigma) or sigma < 0:
+            raise ValueError(f"sigma: must be a finite number >= 0, got {sigma!r}")
         values = [sigma] * naxes
     else:
         values = list(sigma)  # type: ignore[arg-type]
@@ -152,7 +154,7 @@ def normalize_global_sigma(sigma: object, naxes: int) -> tuple[float, ...]:
             if not _is_number(v):
                 raise TypeError(f"sigma: expected numbers, got {v!r}")
     arr = np.asarray(values, dtype=np.float64)
-    check_sigma_values(arr, "per-axis sigma" if naxes > 1 and not _is_number(sigma) else "sigma")
+    check_sigma_values(arr, "per-axis sigma")
     return tuple(float(v) for v in arr)
 
 

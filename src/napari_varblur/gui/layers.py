@@ -1,0 +1,409 @@
+"""napari layers in, napari layers out: the plugin's adapter over :func:`gaussian_blur`.
+
+This module (with :mod:`.widgets`) is the only place that imports napari.  It turns a
+layer and the user's choices into the library's arguments, runs the blur, and adds or
+updates result layers that keep the input's transforms and display settings.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from napari.layers import Image, Layer
+
+from .. import __version__, backends
+from ..api import gaussian_blur
+from ..spec import BlurSpec
+
+if TYPE_CHECKING:
+    import napari
+
+#: How the blurred axes are chosen from a layer.
+AXES_CHOICES = {
+    "2d": "2-D per plane (Y, X)",
+    "3d": "3-D volume (Z, Y, X)",
+    "all": "all axes",
+}
+METADATA_KEY = "napari_varblur"
+DIFFERENCE_COLORMAP = "PiYG"
+
+
+@dataclass(frozen=True)
+class LayerBlur:
+    """A blur request against a napari layer, checked and turned into library arguments.
+
+    Build it with :meth:`from_layer`; every problem with the layers or the choices is
+    raised there (``ValueError``/``TypeError`` with the engine's message).
+    """
+
+    layer: Image
+    image: np.ndarray
+    sigma: Any
+    axes: tuple[int, ...]
+    options: dict[str, Any]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_layer(
+        cls,
+        layer: Layer,
+        sigma: float | Sequence[float] = 2.0,
+        sigma_map: Layer | np.ndarray | None = None,
+        *,
+        world_units: bool = False,
+        axes: str | Sequence[int] = "2d",
+        mode: str = "crop",
+        cval: float = 0.0,
+        truncate: float = 3.0,
+        backend: str = "auto",
+        precision: str = "float32",
+        level: int | None = None,
+    ) -> LayerBlur:
+        image = _layer_data(layer, "layer", level)
+        blurred = _blurred_axes(layer, axes)
+        k = len(blurred)
+        scale = np.asarray(layer.scale, dtype=np.float64)[list(blurred)]
+        if np.isscalar(sigma):
+            factor = np.full(k, float(sigma))
+        else:
+            factor = np.asarray(sigma, dtype=np.float64)
+            if factor.shape != (k,):
+                raise ValueError(
+                    f"sigma: got {factor.size} values for {k} blurred axes; give one sigma "
+                    "or one per blurred axis"
+                )
+        if world_units:
+            factor = factor / scale
+        map_name = None
+        isotropic = bool(np.all(factor == factor[0]))
+        if sigma_map is None:
+            sigma_arg: Any = float(factor[0]) if isotropic else tuple(float(f) for f in factor)
+        else:
+            map_name = sigma_map.name if isinstance(sigma_map, Layer) else "array"
+            values = _map_for(image, blurred, sigma_map, level)
+            if isotropic:
+                sigma_arg = values * factor[0]
+            else:  # per-axis factors (or world units with anisotropic scale)
+                sigma_arg = values[..., None] * factor
+        options = dict(
+            mode=mode,
+            cval=cval,
+            truncate=truncate,
+            backend=backend,
+            precision=precision,
+        )
+        # Validate now, on the caller's thread, so a bad choice fails before any work.
+        BlurSpec.from_args(
+            np.broadcast_to(np.zeros((), np.float32), image.shape),
+            sigma_arg,
+            axes=blurred,
+            **options,
+        )
+        settings = dict(
+            sigma=sigma if np.isscalar(sigma) else tuple(sigma),
+            sigma_map=map_name,
+            world_units=world_units,
+            axes=list(blurred),
+            **options,
+        )
+        return cls(layer, image, sigma_arg, blurred, options, settings)
+
+    @property
+    def batch_chunks(self) -> list[tuple[slice | int, ...]]:
+        """Independent pieces of work (one per index of the first batch axis)."""
+        batch = [a for a in range(self.image.ndim) if a not in self.axes]
+        if not batch or self.image.shape[batch[0]] <= 1:
+            return [()]
+        lead = batch[0]
+        return [(slice(None),) * lead + (i,) for i in range(self.image.shape[lead])]
+
+    def run(self) -> Iterator[int]:
+        """Blur piece by piece, yielding the number done; the result is the return value.
+
+        Written as a generator so a napari ``thread_worker`` can report progress and stop
+        between pieces.
+        """
+        start = time.perf_counter()
+        chunks = self.batch_chunks
+        out = np.empty(self.image.shape, dtype=np.dtype(self.options["precision"]))
+        resolved = backends.resolve(self.options["backend"])
+        options = dict(self.options, backend=resolved)
+        for done, index in enumerate(chunks, start=1):
+            sigma = self.sigma
+            if isinstance(sigma, np.ndarray) and index:
+                sigma = _take_batch(sigma, index)
+            axes = _axes_after(self.axes, index)
+            out[index] = gaussian_blur(self.image[index], sigma, axes=axes, **options)
+            yield done
+        elapsed = time.perf_counter() - start
+        return BlurResult(self, out, resolved, backends.load(resolved).device_name(), elapsed)
+
+    def compute(self) -> BlurResult:
+        """Run to the end on this thread."""
+        gen = self.run()
+        while True:
+            try:
+                next(gen)
+            except StopIteration as stop:
+                return stop.value
+
+    def python_call(self) -> str:
+        s = self.settings
+        sigma_map = f"viewer.layers[{s['sigma_map']!r}]" if s["sigma_map"] else "None"
+        return (
+            f"from napari_varblur import blur_layer\n"
+            f"blur_layer(viewer.layers[{self.layer.name!r}], sigma={s['sigma']!r}, "
+            f"sigma_map={sigma_map}, world_units={s['world_units']!r}, axes={tuple(s['axes'])!r}, "
+            f"mode={s['mode']!r}, cval={s['cval']!r}, truncate={s['truncate']!r}, "
+            f"backend={s['backend']!r}, precision={s['precision']!r}, viewer=viewer)"
+        )
+
+
+@dataclass(frozen=True)
+class BlurResult:
+    request: LayerBlur
+    data: np.ndarray
+    backend: str
+    device: str
+    seconds: float
+
+    def metadata(self, role: str) -> dict[str, Any]:
+        return {
+            METADATA_KEY: {
+                "role": role,
+                "source_layer": self.request.layer.name,
+                "source_id": _layer_id(self.request.layer),
+                "parameters": dict(self.request.settings),
+                "backend": self.backend,
+                "device": self.device,
+                "seconds": round(self.seconds, 6),
+                "version": __version__,
+                "python": self.request.python_call(),
+            }
+        }
+
+    def name(self) -> str:
+        s = self.request.settings
+        sigma = f"{s['sigma']}" + (f"×{s['sigma_map']}" if s["sigma_map"] else "")
+        return f"{self.request.layer.name} blurred σ={sigma} {s['mode']} {self.backend}"
+
+    def difference(self) -> np.ndarray:
+        return self.request.image.astype(self.data.dtype) - self.data
+
+
+def blur_layer(
+    layer: Layer,
+    sigma: float | Sequence[float] = 2.0,
+    sigma_map: Layer | np.ndarray | None = None,
+    *,
+    viewer: napari.Viewer | None = None,
+    world_units: bool = False,
+    axes: str | Sequence[int] = "2d",
+    mode: str = "crop",
+    cval: float = 0.0,
+    truncate: float = 3.0,
+    backend: str = "auto",
+    precision: str = "float32",
+    difference: bool = False,
+    level: int | None = None,
+) -> Image:
+    """Blur a napari Image layer and return the result layer.
+
+    Parameters
+    ----------
+    layer
+        The Image layer to blur (RGB layers blur each channel over Y and X).
+    sigma
+        Sigma in pixels (or world units with ``world_units``): one number or one per
+        blurred axis.  With ``sigma_map`` it multiplies the map.
+    sigma_map
+        Optional per-pixel sigma: an Image layer (or array) of the image's shape or of
+        the shape of its blurred axes.
+    viewer
+        If given, the result is added to it, or replaces the data of the result layer
+        an earlier call made from the same input layer.
+    world_units
+        Divide sigma by the layer's ``scale`` on each blurred axis.
+    axes
+        ``"2d"`` (per plane, the last two axes), ``"3d"`` (the last three), ``"all"``,
+        or explicit axis indices.
+    mode, cval, truncate, backend, precision
+        As in :func:`napari_varblur.gaussian_blur`.
+    difference
+        Also add a difference layer (input minus result) to ``viewer``.
+    level
+        Level of a multiscale layer to blur.
+
+    Returns
+    -------
+    napari.layers.Image
+        The result layer, with the input's transforms and display settings, and the
+        parameters, backend, device, timing, version and an equivalent Python call in
+        ``metadata['napari_varblur']``.
+    """
+    request = LayerBlur.from_layer(
+        layer,
+        sigma,
+        sigma_map,
+        world_units=world_units,
+        axes=axes,
+        mode=mode,
+        cval=cval,
+        truncate=truncate,
+        backend=backend,
+        precision=precision,
+        level=level,
+    )
+    result = request.compute()
+    return publish(result, viewer, difference=difference)[0]
+
+
+def publish(
+    result: BlurResult,
+    viewer: napari.Viewer | None,
+    *,
+    difference: bool,
+    role: str = "result",
+    difference_data: np.ndarray | None = None,
+    difference_name: str | None = None,
+) -> tuple[Image, Image | None]:
+    """Add the result (and difference) layers to ``viewer``, or update the ones an
+    earlier run made from the same input; without a viewer, return new layers.
+
+    The difference is input minus result unless ``difference_data`` is given.
+    """
+    source = result.request.layer
+    out = _upsert(viewer, source, role, result.data, result.name(), result.metadata(role), {})
+    diff_layer = None
+    if difference:
+        diff = result.difference() if difference_data is None else difference_data
+        limit = float(np.nanmax(np.abs(diff), initial=0.0)) or 1.0
+        diff_layer = _upsert(
+            viewer,
+            source,
+            f"{role}-difference",
+            diff,
+            difference_name or f"{source.name} minus blurred",
+            result.metadata(f"{role}-difference"),
+            {"colormap": DIFFERENCE_COLORMAP, "contrast_limits": (-limit, limit)},
+        )
+    return out, diff_layer
+
+
+def _upsert(viewer, source, role, data, name, metadata, display) -> Image:
+    """Update the layer made earlier for (source, role), or make a new one."""
+    kwargs = {
+        "scale": source.scale,
+        "translate": source.translate,
+        "rotate": source.rotate,
+        "shear": source.shear,
+        "affine": source.affine,
+    }
+    if not display:
+        display = {"contrast_limits": source.contrast_limits}
+        if not source.rgb:
+            display["colormap"] = source.colormap
+    existing = _find_result(viewer, source, role) if viewer is not None else None
+    if existing is None:
+        layer = Image(data, name=name, metadata=metadata, rgb=source.rgb, **kwargs, **display)
+        if viewer is not None:
+            viewer.add_layer(layer)
+        return layer
+    existing.data = data
+    existing.name = name
+    existing.metadata = metadata
+    for key, value in {**kwargs, **display}.items():
+        setattr(existing, key, value)
+    return existing
+
+
+def _find_result(viewer, source, role) -> Image | None:
+    for layer in viewer.layers:
+        info = layer.metadata.get(METADATA_KEY) if isinstance(layer, Image) else None
+        if info and info.get("role") == role and info.get("source_id") == _layer_id(source):
+            return layer
+    return None
+
+
+def _layer_id(layer: Layer) -> str:
+    return str(getattr(layer, "unique_id", id(layer)))
+
+
+def _layer_data(layer: object, what: str, level: int | None) -> np.ndarray:
+    if not isinstance(layer, Image):
+        kind = type(layer).__name__
+        raise TypeError(
+            f"{what}: {getattr(layer, 'name', layer)!r} is a {kind} layer; "
+            "VarBlur blurs Image layers"
+        )
+    if layer.multiscale:
+        if level is None:
+            raise ValueError(
+                f"{what}: {layer.name!r} is multiscale with {len(layer.data)} levels; "
+                "choose a level to blur"
+            )
+        if not 0 <= level < len(layer.data):
+            raise ValueError(f"{what}: level {level} is out of range for {layer.name!r}")
+        return np.asarray(layer.data[level])
+    return np.asarray(layer.data)
+
+
+def _blurred_axes(layer: Image, axes: str | Sequence[int]) -> tuple[int, ...]:
+    ndim = np.ndim(layer.data[0]) if layer.multiscale else np.ndim(layer.data)
+    spatial = ndim - 1 if layer.rgb else ndim
+    if isinstance(axes, str):
+        counts = {"2d": 2, "3d": 3, "all": spatial}
+        if axes not in counts:
+            raise ValueError(
+                f"axes: unknown choice {axes!r}; valid choices are "
+                + ", ".join(repr(a) for a in counts)
+            )
+        count = counts[axes]
+        if count > spatial:
+            raise ValueError(
+                f"axes: {AXES_CHOICES[axes]!r} needs {count} spatial axes, but "
+                f"{layer.name!r} has {spatial}"
+            )
+        return tuple(range(spatial - count, spatial))
+    return tuple(int(a) % ndim for a in axes)
+
+
+def _map_for(image: np.ndarray, axes: tuple[int, ...], sigma_map, level) -> np.ndarray:
+    """The sigma map as an array broadcastable to the image."""
+    if isinstance(sigma_map, Layer):
+        values = _layer_data(sigma_map, "sigma_map", level if sigma_map.multiscale else None)
+        name = sigma_map.name
+    else:
+        values = np.asarray(sigma_map)
+        name = "array"
+    if values.shape == image.shape:
+        return values
+    spatial = tuple(image.shape[a] for a in axes)
+    if values.shape == spatial:
+        shape = [1] * image.ndim
+        for a in axes:
+            shape[a] = image.shape[a]
+        return values.reshape(shape)
+    raise ValueError(
+        f"sigma_map: {name!r} has shape {values.shape}, which fits neither the image's "
+        f"shape {image.shape} nor the shape of its blurred axes {spatial}"
+    )
+
+
+def _take_batch(values: np.ndarray, index: tuple) -> np.ndarray:
+    """Index a broadcastable map like the image, keeping length-1 axes whole."""
+    fixed = tuple(
+        (0 if values.shape[i] == 1 else ix) if isinstance(ix, int) else ix
+        for i, ix in enumerate(index)
+    )
+    return values[fixed]
+
+
+def _axes_after(axes: tuple[int, ...], index: tuple) -> tuple[int, ...]:
+    """Axis numbers once the integer indices in ``index`` have removed their axes."""
+    removed = [i for i, ix in enumerate(index) if isinstance(ix, int)]
+    return tuple(a - sum(r < a for r in removed) for a in axes)

@@ -1,0 +1,256 @@
+"""The plugin's dock widgets: thin magicgui adapters over :mod:`.layers`.
+
+Work runs off the GUI thread in napari's ``thread_worker`` (progress in the activity
+dock, cancellable between pieces); bad choices become a napari notification and leave
+every layer as it was.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from magicgui.widgets import (
+    CheckBox,
+    ComboBox,
+    Container,
+    FloatSpinBox,
+    Label,
+    LineEdit,
+    PushButton,
+    create_widget,
+)
+from napari.layers import Image
+from napari.qt.threading import thread_worker
+from napari.utils.notifications import show_error, show_info
+
+from .. import backends
+from ..boundary import MODE_ALIASES, MODES
+from .layers import AXES_CHOICES, LayerBlur, publish
+
+if TYPE_CHECKING:
+    import napari
+
+
+def parse_sigma(text: str) -> float | tuple[float, ...]:
+    """``"2"`` -> 2.0, ``"1, 2.5"`` -> (1.0, 2.5); a clear error for anything else."""
+    parts = [p for p in str(text).replace(";", ",").split(",") if p.strip()]
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        values = []
+    if not values:
+        raise ValueError(
+            f"sigma: could not read {text!r} as a number or as comma-separated numbers"
+        )
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def backend_choices() -> list[tuple[str, str]]:
+    """(label, name) pairs; labels show the device each backend would use."""
+    status = backends.available_backends()
+    choices = [(f"auto {status['auto']}", "auto")]
+    for name in ("jax", "numba", "reference"):
+        if status[name].startswith("unavailable"):
+            continue
+        choices.append((f"{name} ({backends.load(name).device_name()})", name))
+    return choices
+
+
+class _BlurForm(Container):
+    """The inputs shared by both widgets, and the threaded run around them."""
+
+    run_text = "Run"
+
+    def __init__(self, viewer: napari.viewer.Viewer, extra: list[Any]) -> None:
+        super().__init__(labels=True)
+        self._viewer = viewer
+        self._worker = None
+        self.image = create_widget(annotation=Image, label="image")
+        self.sigma_map = create_widget(annotation=Image | None, label="sigma map")
+        self.sigma = LineEdit(value="2.0", label="sigma (× map)")
+        self.world_units = CheckBox(value=False, text="sigma in world units")
+        self.axes = ComboBox(
+            choices=[(label, key) for key, label in AXES_CHOICES.items()], value="2d", label="axes"
+        )
+        self.mode = ComboBox(choices=list(MODES) + list(MODE_ALIASES), value="crop", label="mode")
+        self.cval = FloatSpinBox(value=0.0, min=-1e12, max=1e12, label="cval")
+        self.truncate = FloatSpinBox(value=3.0, min=0.1, max=50.0, step=0.5, label="truncate")
+        self.precision = ComboBox(
+            choices=["float32", "float64"], value="float32", label="precision"
+        )
+        self.run_button = PushButton(text=self.run_text)
+        self.cancel_button = PushButton(text="Cancel", enabled=False)
+        self.status = Label(value="")
+        self.extend(
+            [
+                self.image,
+                self.sigma_map,
+                self.sigma,
+                self.world_units,
+                self.axes,
+                *extra,
+                self.mode,
+                self.cval,
+                self.truncate,
+                self.precision,
+                self.run_button,
+                self.cancel_button,
+                self.status,
+            ]
+        )
+        self.run_button.changed.connect(self.run)
+        self.cancel_button.changed.connect(self.cancel)
+
+    # -- helpers for subclasses
+    def request(self, backend: str) -> LayerBlur:
+        return LayerBlur.from_layer(
+            self.image.value,
+            parse_sigma(self.sigma.value),
+            self.sigma_map.value,
+            world_units=self.world_units.value,
+            axes=self.axes.value,
+            mode=self.mode.value,
+            cval=self.cval.value,
+            truncate=self.truncate.value,
+            backend=backend,
+            precision=self.precision.value,
+        )
+
+    def fail(self, message: str) -> None:
+        self.status.value = f"error: {message}"
+        show_error(message)
+
+    @property
+    def busy(self) -> bool:
+        return self._worker is not None
+
+    def cancel(self) -> None:
+        if self._worker is not None:
+            self._worker.quit()
+            self.status.value = "cancelling..."
+
+    def _start(self, work, total: int, on_done) -> None:
+        worker = thread_worker(work, progress={"total": total, "desc": "VarBlur"})()
+        worker.yielded.connect(lambda done: setattr(self.status, "value", f"{done}/{total} done"))
+        worker.returned.connect(on_done)
+        worker.errored.connect(lambda err: self.fail(str(err)))
+        worker.aborted.connect(lambda: setattr(self.status, "value", "cancelled"))
+        worker.finished.connect(self._finished)
+        self._worker = worker
+        self.run_button.enabled = False
+        self.cancel_button.enabled = True
+        self.status.value = "running..."
+        worker.start()
+
+    def _finished(self) -> None:
+        self._worker = None
+        self.run_button.enabled = True
+        self.cancel_button.enabled = False
+
+    def run(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class BlurWidget(_BlurForm):
+    """Gaussian blur of an image layer with a global sigma or a sigma-map layer."""
+
+    run_text = "Blur"
+
+    def __init__(self, viewer: napari.viewer.Viewer) -> None:
+        self.backend = ComboBox(choices=backend_choices(), value="auto", label="backend")
+        self.difference = CheckBox(value=False, text="add difference layer")
+        super().__init__(viewer, [self.backend, self.difference])
+        self.last_result = None
+
+    def run(self) -> None:
+        if self.busy:
+            return
+        try:
+            request = self.request(self.backend.value)
+        except (ValueError, TypeError) as err:
+            self.fail(str(err))
+            return
+        self._start(request.run, len(request.batch_chunks), self._done)
+
+    def _done(self, result) -> None:
+        publish(result, self._viewer, difference=self.difference.value)
+        self.last_result = result
+        self.status.value = f"done in {result.seconds:.3f} s on {result.backend} ({result.device})"
+
+
+class CompareWidget(_BlurForm):
+    """Run one blur on two backends; add A's result and the difference A minus B."""
+
+    run_text = "Compare"
+
+    def __init__(self, viewer: napari.viewer.Viewer) -> None:
+        choices = [c for c in backend_choices() if c[1] != "auto"]
+        names = [name for _, name in choices]
+        self.backend_a = ComboBox(
+            choices=choices, value="jax" if "jax" in names else names[0], label="backend A"
+        )
+        self.backend_b = ComboBox(
+            choices=choices, value="numba" if "numba" in names else names[-1], label="backend B"
+        )
+        self.report = Label(value="", label="A vs B")
+        super().__init__(viewer, [self.backend_a, self.backend_b])
+        self.append(self.report)
+        self.stats: dict[str, float] = {}
+
+    def run(self) -> None:
+        if self.busy:
+            return
+        try:
+            first = self.request(self.backend_a.value)
+            second = self.request(self.backend_b.value)
+        except (ValueError, TypeError) as err:
+            self.fail(str(err))
+            return
+
+        def work():
+            results = []
+            for request in (first, second):
+                result = yield from _progress_of(request, len(results))
+                results.append(result)
+            return results
+
+        total = len(first.batch_chunks) * 2
+        self._start(work, total, self._done)
+
+    def _done(self, results) -> None:
+        a, b = results
+        diff = a.data.astype(np.float64) - b.data.astype(np.float64)
+        self.stats = {
+            "max_abs_diff": float(np.nanmax(np.abs(diff), initial=0.0)),
+            "rms_diff": float(np.sqrt(np.nanmean(diff**2))) if diff.size else 0.0,
+            "seconds_a": a.seconds,
+            "seconds_b": b.seconds,
+        }
+        publish(
+            a,
+            self._viewer,
+            difference=True,
+            role="compare",
+            difference_data=(a.data - b.data.astype(a.data.dtype)),
+            difference_name=f"{a.request.layer.name} {a.backend} minus {b.backend}",
+        )
+        s = self.stats
+        self.report.value = (
+            f"max |A-B| {s['max_abs_diff']:.3g}, RMS {s['rms_diff']:.3g}; "
+            f"{a.backend} {s['seconds_a']:.3f} s, {b.backend} {s['seconds_b']:.3f} s"
+        )
+        self.status.value = "done"
+        show_info(f"VarBlur compare: {self.report.value}")
+
+
+def _progress_of(request: LayerBlur, offset_pieces: int):
+    """Drive ``request.run()``, re-yielding progress counted across several runs."""
+    pieces = len(request.batch_chunks)
+    gen = request.run()
+    while True:
+        try:
+            done = next(gen)
+        except StopIteration as stop:
+            return stop.value
+        yield offset_pieces * pieces + done

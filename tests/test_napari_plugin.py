@@ -1,0 +1,260 @@
+"""The plugin in a real napari viewer (pytest-qt, Xvfb): manifest, widgets, layers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+napari = pytest.importorskip("napari")
+
+from napari.layers import Image, Labels  # noqa: E402
+from qtpy.QtCore import QTimer  # noqa: E402
+
+from napari_varblur import blur_layer, gaussian_blur  # noqa: E402
+from napari_varblur.gui.layers import METADATA_KEY  # noqa: E402
+
+PLUGIN = "napari-varblur"
+
+
+@pytest.fixture
+def viewer(make_napari_viewer):
+    return make_napari_viewer()
+
+
+def dock(viewer, name):
+    _, widget = viewer.window.add_plugin_dock_widget(PLUGIN, name)
+    return widget
+
+
+def click_and_wait(qtbot, widget, button=None, timeout=120_000):
+    """Click like a user and wait for the worker thread to finish."""
+    (button or widget.run_button).native.click()
+    qtbot.waitUntil(lambda: widget._worker is None, timeout=timeout)
+
+
+def image_layer(viewer, shape=(40, 50), **kwargs):
+    data = np.random.default_rng(0).random(shape).astype(np.float32) * 100
+    return viewer.add_image(data, name="cells", **kwargs)
+
+
+def test_manifest_contributions_are_registered():
+    from npe2 import PluginManager
+
+    pm = PluginManager.instance()
+    pm.discover()
+    manifest = pm.get_manifest(PLUGIN)
+    widgets = {w.display_name for w in manifest.contributions.widgets}
+    assert widgets == {"Gaussian blur", "Compare backends"}
+    filter_menu = manifest.contributions.menus["napari/layers/filter"]
+    assert filter_menu[0].submenu == "napari-varblur.submenu"
+    assert [s.label for s in manifest.contributions.submenus] == ["VarBlur"]
+
+
+def test_blur_widget_adds_result_and_difference_then_updates_them(viewer, qtbot):
+    layer = image_layer(
+        viewer, scale=(2.0, 0.5), translate=(10, -3), colormap="magma", contrast_limits=(5, 80)
+    )
+    widget = dock(viewer, "Gaussian blur")
+    widget.image.value = layer
+    widget.sigma.value = "1.5"
+    widget.backend.value = "numba"
+    widget.mode.value = "reflect"
+    widget.difference.value = True
+    click_and_wait(qtbot, widget)
+
+    assert len(viewer.layers) == 3
+    result, diff = viewer.layers[1], viewer.layers[2]
+    expected = gaussian_blur(layer.data, 1.5, mode="reflect", backend="numba")
+    np.testing.assert_array_equal(result.data, expected)
+    np.testing.assert_allclose(diff.data, layer.data - expected, atol=1e-5)
+    np.testing.assert_array_equal(result.scale, layer.scale)
+    np.testing.assert_array_equal(result.translate, layer.translate)
+    assert result.colormap.name == "magma" and tuple(result.contrast_limits) == (5, 80)
+    assert diff.colormap.name == "PiYG"
+    low, high = diff.contrast_limits
+    assert low == -high and high == pytest.approx(np.abs(diff.data).max())
+    meta = result.metadata[METADATA_KEY]
+    assert meta["parameters"]["sigma"] == 1.5 and meta["parameters"]["mode"] == "reflect"
+    assert meta["backend"] == "numba" and meta["device"].startswith("cpu")
+    assert meta["seconds"] > 0 and meta["version"]
+    assert "cells" in result.name and "1.5" in result.name
+
+    # The recorded Python call reproduces the result.
+    namespace = {"viewer": viewer}
+    exec(meta["python"].replace("viewer=viewer)", "viewer=None)"), namespace)
+
+    # Running again updates the same two layers instead of adding new ones.
+    widget.sigma.value = "3"
+    click_and_wait(qtbot, widget)
+    assert len(viewer.layers) == 3
+    assert viewer.layers[1] is result and "3" in result.name
+    np.testing.assert_array_equal(
+        result.data, gaussian_blur(layer.data, 3.0, mode="reflect", backend="numba")
+    )
+    np.testing.assert_array_equal(layer.data, viewer.layers["cells"].data)  # input untouched
+
+
+def test_sigma_map_layer_world_units_and_stack(viewer, qtbot):
+    stack = np.random.default_rng(1).random((3, 30, 20)).astype(np.float32)
+    layer = viewer.add_image(stack, name="stack", scale=(5, 1, 2))
+    spatial_map = np.linspace(0.5, 3, 600, dtype=np.float32).reshape(30, 20)
+    map_layer = viewer.add_image(spatial_map, name="sigma")
+    widget = dock(viewer, "Gaussian blur")
+    widget.image.value = layer
+    widget.sigma_map.value = map_layer
+    widget.sigma.value = "2"
+    widget.world_units.value = True
+    widget.backend.value = "jax"
+    widget.precision.value = "float64"
+    click_and_wait(qtbot, widget)
+    result = viewer.layers[-1]
+    # Per plane over (Y, X); world units divide by the scale (1, 2) per axis.
+    per_axis = np.stack([spatial_map * 2 / 1, spatial_map * 2 / 2], axis=-1)[None]
+    expected = gaussian_blur(stack, per_axis, axes=(1, 2), backend="reference", precision="float64")
+    np.testing.assert_allclose(result.data, expected, atol=1e-12 * 1)
+    assert result.data.dtype == np.float64
+    assert result.metadata[METADATA_KEY]["parameters"]["sigma_map"] == "sigma"
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ({"sigma": "-1"}, "sigma: must be a finite number >= 0, got -1.0"),
+        ({"sigma": "two"}, "sigma: could not read 'two'"),
+        ({"map_shape": (7, 7)}, "sigma_map: 'bad map' has shape (7, 7)"),
+        ({"axes": "3d"}, "axes: '3-D volume (Z, Y, X)' needs 3 spatial axes"),
+    ],
+)
+def test_bad_choice_notifies_and_changes_nothing(viewer, qtbot, setup, message):
+    layer = image_layer(viewer)
+    widget = dock(viewer, "Gaussian blur")
+    widget.image.value = layer
+    if "map_shape" in setup:
+        widget.sigma_map.value = viewer.add_image(np.ones(setup["map_shape"]), name="bad map")
+    widget.sigma.value = setup.get("sigma", "1")
+    widget.axes.value = setup.get("axes", "2d")
+    before = [(lyr.name, lyr.data.copy()) for lyr in viewer.layers]
+    widget.run_button.native.click()
+    assert widget._worker is None  # nothing started
+    assert message in widget.status.value
+    assert [(lyr.name) for lyr in viewer.layers] == [name for name, _ in before]
+    for (_, data), lyr in zip(before, viewer.layers):
+        np.testing.assert_array_equal(lyr.data, data)
+
+
+def test_labels_and_multiscale_layers_are_refused():
+    labels = Labels(np.zeros((8, 8), int), name="mask")
+    with pytest.raises(TypeError, match="layer: 'mask' is a Labels layer; VarBlur blurs Image"):
+        blur_layer(labels, 1.0)
+    pyramid = Image([np.zeros((16, 16)), np.zeros((8, 8))], multiscale=True, name="pyr")
+    with pytest.raises(ValueError, match="'pyr' is multiscale with 2 levels; choose a level"):
+        blur_layer(pyramid, 1.0)
+    out = blur_layer(pyramid, 1.0, level=1, backend="reference")
+    assert out.data.shape == (8, 8)
+
+
+def test_rgb_blurs_each_channel_over_y_x():
+    rgb = (np.random.default_rng(2).random((20, 24, 3)) * 255).astype(np.uint8)
+    layer = Image(rgb, rgb=True, name="photo")
+    out = blur_layer(layer, 1.2, mode="nearest", backend="numba")
+    assert out.rgb and out.data.shape == rgb.shape
+    np.testing.assert_array_equal(
+        out.data, gaussian_blur(rgb, 1.2, mode="nearest", axes=(0, 1), backend="numba")
+    )
+
+
+def test_compare_widget_reports_differences_and_times(viewer, qtbot):
+    layer = image_layer(viewer)
+    widget = dock(viewer, "Compare backends")
+    widget.image.value = layer
+    widget.sigma.value = "2"
+    assert (widget.backend_a.value, widget.backend_b.value) == ("jax", "numba")
+    click_and_wait(qtbot, widget)
+    a = gaussian_blur(layer.data, 2.0, backend="jax")
+    b = gaussian_blur(layer.data, 2.0, backend="numba")
+    assert widget.stats["max_abs_diff"] == pytest.approx(np.abs(a - b).max(), abs=1e-9)
+    assert 0 < widget.stats["max_abs_diff"] < 1e-5 * 100
+    assert widget.stats["seconds_a"] > 0 and widget.stats["seconds_b"] > 0
+    assert "max |A-B|" in widget.report.value and "jax" in widget.report.value
+    result, diff = viewer.layers[1], viewer.layers[2]
+    np.testing.assert_array_equal(result.data, a)
+    np.testing.assert_array_equal(diff.data, a - b)
+    assert diff.name == "cells jax minus numba"
+
+
+def test_worker_keeps_gui_responsive_and_cancels(viewer, qtbot):
+    big = np.random.default_rng(3).random((2048, 2048)).astype(np.float32)
+    layer = viewer.add_image(big, name="big")
+    widget = dock(viewer, "Gaussian blur")
+    widget.image.value = layer
+    widget.sigma_map.value = viewer.add_image(np.full(big.shape, 2.5, np.float32), name="m")
+    widget.backend.value = "numba"
+    ticks = []
+    timer = QTimer()
+    timer.timeout.connect(lambda: ticks.append(1))
+    timer.start(10)
+    click_and_wait(qtbot, widget)
+    timer.stop()
+    assert widget.status.value.startswith("done")
+    # The event loop kept turning while the blur ran on the worker thread.
+    assert len(ticks) >= 3
+
+    stack = np.zeros((400, 64, 64), np.float32)
+    viewer.add_image(stack, name="stack")
+    widget.image.value = viewer.layers["stack"]
+    widget.sigma_map.value = None
+    widget.backend.value = "reference"
+    n_layers = len(viewer.layers)
+    widget.run_button.native.click()
+    qtbot.waitUntil(lambda: "/400 done" in widget.status.value, timeout=60_000)
+    widget.cancel_button.native.click()
+    qtbot.waitUntil(lambda: widget._worker is None, timeout=60_000)
+    assert widget.status.value == "cancelled"
+    assert len(viewer.layers) == n_layers
+
+
+def test_console_blur_layer_and_canvas_renders(make_napari_viewer):
+    viewer = make_napari_viewer(show=True)
+    layer = image_layer(viewer, shape=(64, 64))
+    out = blur_layer(layer, 2.0, viewer=viewer, difference=True, backend="numba")
+    assert out is viewer.layers[1] and len(viewer.layers) == 3
+    again = blur_layer(layer, 1.0, viewer=viewer, backend="numba")
+    assert again is out and len(viewer.layers) == 3
+    for other in viewer.layers:
+        other.visible = other is out
+    shot = viewer.screenshot(canvas_only=True, flash=False)
+    assert shot.ndim == 3 and shot[..., :3].std() > 1  # not a blank canvas
+
+
+def test_sample_data_opens(viewer):
+    viewer.open_sample(PLUGIN, "defocus")
+    names = [lyr.name for lyr in viewer.layers]
+    assert names == ["varblur cells", "varblur sigma map"]
+    assert viewer.layers[0].data.shape == viewer.layers[1].data.shape == (512, 512)
+
+
+def test_demo_view_fills_a_viewer_with_sample_result_and_widget(viewer):
+    from napari_varblur.gui.viewer import open_demo_viewer
+
+    _, widget = open_demo_viewer(viewer, run=False)
+    assert widget.image.value is viewer.layers["varblur cells"]
+    assert widget.sigma_map.value is viewer.layers["varblur sigma map"]
+    result = viewer.layers[-1]
+    assert result.metadata[METADATA_KEY]["parameters"]["sigma_map"] == "varblur sigma map"
+
+
+def test_demo_view_without_display_says_so():
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    out = subprocess.run(
+        [sys.executable, "-m", "napari_varblur", "demo", "--view"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2
+    assert "no display found" in out.stderr
