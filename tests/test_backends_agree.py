@@ -147,3 +147,40 @@ def test_property_backends_agree_on_maps(shape, sigma_max, mode, precision, seed
             image, sigma_map, mode=mode, cval=0.5, backend=backend, precision=precision
         )
         assert_close(out, expected, precision, image)
+
+
+@pytest.mark.parametrize("backend", FAST_BACKENDS)
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_mixed_modes_with_wide_maps(rng, backend, precision):
+    """Wide enough for the vectorised blocks; corners mix crop with cval extension."""
+    image = rng.random((2, 19, 40)) * 10
+    sigma_map = rng.uniform(0.3, 2.5, (2, 19, 40))
+    for modes in [
+        ("crop", "constant"),
+        ("constant", "crop"),
+        ("wrap", "crop"),
+        ("crop", "reflect"),
+    ]:
+        kw = dict(mode=modes, cval=5.0, axes=(1, 2))
+        expected = gaussian_blur(image, sigma_map, backend="reference", precision="float64", **kw)
+        out = gaussian_blur(image, sigma_map, backend=backend, precision=precision, **kw)
+        assert_close(out, expected, precision, image)
+    wide = rng.random((5, 300)) * 10  # several tiles along the last axis, and a ragged end
+    wide_map = rng.uniform(0, 3, wide.shape)
+    expected = gaussian_blur(wide, wide_map, backend="reference", precision="float64")
+    assert_close(
+        gaussian_blur(wide, wide_map, backend=backend, precision=precision),
+        expected,
+        precision,
+        wide,
+    )
+    volume = rng.random((6, 7, 33))
+    vmap = rng.uniform(0.3, 1.5, volume.shape)
+    kw = dict(mode=("constant", "crop", "wrap"), cval=-4.0)
+    expected = gaussian_blur(volume, vmap, backend="reference", precision="float64", **kw)
+    assert_close(
+        gaussian_blur(volume, vmap, backend=backend, precision=precision, **kw),
+        expected,
+        precision,
+        volume,
+    )

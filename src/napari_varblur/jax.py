@@ -114,9 +114,9 @@ def gaussian_blur(
                 )
         return x
     plan = map_plan(spec)
-    radius_arr = jnp.stack([jnp.broadcast_to(jnp.asarray(m.radius), image.shape) for m in plan])
+    radius_arr = jnp.stack([jnp.broadcast_to(jnp.asarray(m.radius()), image.shape) for m in plan])
     exponent = jnp.stack(
-        [jnp.broadcast_to(jnp.asarray(m.exponent, dtype), image.shape) for m in plan]
+        [jnp.broadcast_to(jnp.asarray(m.exponent(), dtype), image.shape) for m in plan]
     )
     layout = tuple((m.n, m.mode, m.pad) for m in plan)
     return _run_varying(image, blurred, radius_arr, exponent, spec.cval, modes, layout)

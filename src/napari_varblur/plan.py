@@ -139,51 +139,64 @@ MAP_RADIUS_FLOOR = 256
 
 @dataclass(frozen=True)
 class MapAxis:
-    """Per-pixel data of one blurred axis of a spatially varying blur.
+    """One blurred axis of a spatially varying blur.
 
-    ``radius`` (int32) and ``exponent`` (float64, ``1/(2 sigma^2)``) broadcast to the
-    image's shape.  ``pad`` is the largest radius; backends read the axis extended by
-    ``pad`` on both sides (``source()``), and in crop mode count only in-bounds taps.
+    ``sigma`` broadcasts to the image's shape (float32 or float64; its float64 value is
+    what counts).  A pixel's radius is ``min(ceil(truncate * sigma), limit)``: ``limit``
+    is ``n - 1`` in crop mode (farther taps are never in bounds) and unbounded
+    otherwise.  ``pad`` is the largest radius: backends read the axis extended by
+    ``pad`` on both sides (``source()``) and, in crop mode, count only in-bounds taps.
     """
 
     axis: int
     n: int
     mode: str
     pad: int
-    radius: np.ndarray
-    exponent: np.ndarray
+    sigma: np.ndarray
+    truncate: float
+    limit: int
     fill: float
 
     @property
     def crop(self) -> bool:
         return self.mode == "crop"
 
+    def radius(self, limit: int | None = None) -> np.ndarray:
+        """Per-pixel radius (int32, broadcastable to the image), capped at ``limit``
+        (default: this axis's own limit)."""
+        cap = self.limit if limit is None else limit
+        return np.minimum(radius_of(self.sigma, self.truncate), cap).astype(np.int32)
+
+    def exponent(self) -> np.ndarray:
+        """Per-pixel ``1 / (2 sigma^2)`` (float64, broadcastable to the image)."""
+        return exponent_of(self.sigma)
+
     def source(self) -> np.ndarray:
         return extend_indices(np.arange(-self.pad, self.n + self.pad), self.n, self.mode)
 
 
 def map_plan(spec: BlurSpec) -> list[MapAxis]:
-    """Per-axis radius and exponent arrays of a sigma-map blur."""
+    """The per-axis description of a sigma-map blur (arrays are computed on demand)."""
     assert spec.sigma_map is not None
     out = []
     for i, axis in enumerate(spec.axes):
         sig = spec.sigma_map[i]
         n = spec.shape[axis]
         mode = spec.modes[i]
-        r = radius_of(sig, spec.truncate)
-        rmax = float(r.max()) if r.size else 0.0
+        # ceil is monotone, so the largest radius comes from the largest sigma.
+        rmax = float(radius_of(sig.max(), spec.truncate)) if sig.size else 0.0
         if mode == "crop":
-            # Taps further than n - 1 away are never in bounds: dropping them is exact.
-            r = np.minimum(r, n - 1)
-            rmax = min(rmax, n - 1)
+            limit = n - 1  # taps farther away are never in bounds: dropping them is exact
         else:
-            limit = max(MAP_RADIUS_FACTOR * n, MAP_RADIUS_FLOOR)
-            if rmax > limit:
-                first = tuple(int(j) for j in np.argwhere(r > limit)[0])
+            limit = MAX_GLOBAL_RADIUS
+            allowed = max(MAP_RADIUS_FACTOR * n, MAP_RADIUS_FLOOR)
+            if rmax > allowed:
+                too_far = radius_of(sig, spec.truncate) > allowed
+                first = tuple(int(j) for j in np.argwhere(too_far)[0])
                 raise ValueError(
                     f"sigma: the sigma map needs radius {rmax:.0f} on axis {axis} (at index "
                     f"{first}), far beyond that axis's {n} pixels; in mode {mode!r} a sigma "
-                    f"map supports radii up to {limit}. Use mode='crop', a smaller sigma or "
+                    f"map supports radii up to {allowed}. Use mode='crop', a smaller sigma or "
                     "truncate, or a global sigma"
                 )
         out.append(
@@ -191,9 +204,10 @@ def map_plan(spec: BlurSpec) -> list[MapAxis]:
                 axis=axis,
                 n=n,
                 mode=mode,
-                pad=int(rmax),
-                radius=r.astype(np.int32),
-                exponent=exponent_of(sig),
+                pad=int(min(rmax, limit)),
+                sigma=sig,
+                truncate=spec.truncate,
+                limit=limit,
                 fill=spec.cval if mode == "constant" else 0.0,
             )
         )

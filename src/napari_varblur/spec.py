@@ -193,8 +193,9 @@ class BlurSpec:
     sigma
         One sigma per blurred axis for a global blur, else ``None``.
     sigma_map
-        For a spatially varying blur, one float64 array per blurred axis, each
-        broadcastable to ``image.shape``; else ``None``.
+        For a spatially varying blur, one float32 or float64 array per blurred axis,
+        each broadcastable to ``image.shape`` (the same object on every axis for an
+        isotropic map); else ``None``.
     radius
         One radius per blurred axis when given explicitly, else ``None``.
     modes
@@ -258,7 +259,9 @@ class BlurSpec:
                     "from its sigma and truncate)"
                 )
             per_axis = map_layout(sigma.shape, arr.shape, k)
-            values = sigma.astype(np.float64, copy=False)
+            # float32 maps stay float32 (their float64 value is exact); others widen.
+            keep = sigma.dtype in (np.float32, np.float64)
+            values = sigma if keep else sigma.astype(np.float64)
             check_sigma_values(values, "the sigma map")
             smap = tuple(values[..., i] for i in range(k)) if per_axis else (values,) * k
         elif _is_number(sigma) or (

@@ -10,6 +10,7 @@ JAX-native, differentiable API in :mod:`napari_varblur.jax`.
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import partial
 
@@ -114,92 +115,96 @@ def varying_blur(work, radius, exponent, fills, layout):
 
     Notes
     -----
-    The outer axes' offsets run in a ``fori_loop`` with one exp per pixel and offset;
-    the last axis pairs the taps ``+d`` and ``-d`` and gets its weights
-    ``exp(-d^2 h)`` from the recurrence ``w_{d+1} = w_d g_d``, ``g_{d+1} = g_d q^2``
-    with ``q = exp(-h)``: multiplies instead of exps, O(r) exps per pixel in 2-D.
-    Taps outside a pixel's own radius are excluded with ``where`` so that a NaN there
-    cannot leak in.
+    Offsets ``+d`` and ``-d`` have the same weight, so every loop runs over ``d >= 0``
+    and adds the two mirrored slices first: half the passes.  The outer axes' offsets
+    run in a ``fori_loop`` (one exp per pixel and offset); the last axis and the
+    normalisers get their weights ``exp(-d^2 h)`` from the recurrence
+    ``w_{d+1} = w_d g_d``, ``g_{d+1} = g_d q^2``, ``q = exp(-h)``: multiplies, not
+    exps.  Crop axes are padded with zeros, so out-of-bounds taps add nothing; taps
+    beyond a pixel's own radius are dropped with ``where`` so a NaN there cannot leak.
     """
     k = len(layout)
     dtype = work.dtype
     shape = work.shape
-    radius = jnp.broadcast_to(radius, (k,) + shape)
-    exponent = jnp.broadcast_to(exponent, (k,) + shape).astype(dtype)
+    radius = jnp.broadcast_to(radius, (k, *shape))
+    exponent = jnp.broadcast_to(exponent, (k, *shape)).astype(dtype)
 
+    # Crop axes are padded last, so their zeros also cover the corners where another
+    # axis's extension (e.g. a constant cval) would otherwise leak into dropped taps.
     padded = work
-    for a, (n, mode, pad) in enumerate(layout):
+    for a in sorted(range(k), key=lambda a: layout[a][1] == "crop"):
+        n, mode, pad = layout[a]
         padded = extend_axis(padded, a + 1, n, mode, pad, pad, fills[a])
 
-    def inside(a: int, d):
-        """Whether offset d along axis a counts at each pixel."""
-        n, mode, _ = layout[a]
-        counts = jnp.abs(d) <= radius[a]
-        if mode == "crop":
-            pos = lax.broadcasted_iota(jnp.int32, shape, a + 1)
-            counts = counts & (pos + d >= 0) & (pos + d < n)
-        return counts
-
-    def weight(a: int, d):
-        return jnp.exp(-(d * d).astype(dtype) * exponent[a])
-
-    # Denominator: the product of each axis's counted weight sum.
-    denominator = jnp.ones(shape, dtype)
-    for a, (_, _, pad) in enumerate(layout):
-
-        def den_body(t, s, a=a, pad=pad):
-            d = t - pad
-            return s + jnp.where(inside(a, d), weight(a, d), 0)
-
-        denominator = denominator * lax.fori_loop(0, 2 * pad + 1, den_body, jnp.zeros(shape, dtype))
-
-    n_last, _, pad_last = layout[-1]
-    h_last = exponent[-1]
-    r_last = radius[-1]
-
-    def row_sum(block):
-        """Sum over the last axis of a block padded by ``pad_last`` on that axis."""
-        centre = lax.slice_in_dim(block, pad_last, pad_last + n_last, axis=k)
-        q = jnp.exp(-h_last)
+    def recurrence(a: int, count: int, step, init):
+        """Run ``step(d, w, carry)`` for d = 1..count with w = exp(-d^2 h_a)."""
+        q = jnp.exp(-exponent[a])
         q2 = q * q
 
-        def step(d, carry):
-            acc, w, g = carry
+        def body(d, state):
+            carry, w, g = state
             w = w * g
-            g = g * q2
+            return step(d, w, carry), w, g * q2
+
+        state = (init, jnp.ones(shape, dtype), q)
+        if count <= UNROLL_TAPS // 2:
+            for d in range(1, count + 1):
+                state = body(d, state)
+        else:
+            state = lax.fori_loop(1, count + 1, body, state)
+        return state[0]
+
+    # Normaliser: the product over axes of the counted weights' sum.
+    denominator = jnp.ones(shape, dtype)
+    for a, (n, mode, pad) in enumerate(layout):
+        pos = lax.broadcasted_iota(jnp.int32, shape, a + 1)
+
+        def den_step(d, w, total, a=a, n=n, mode=mode, pos=pos):
+            keep = d <= radius[a]
+            plus, minus = keep, keep
+            if mode == "crop":
+                plus, minus = keep & (pos + d < n), keep & (pos - d >= 0)
+            return total + jnp.where(plus, w, 0) + jnp.where(minus, w, 0)
+
+        denominator = denominator * recurrence(a, pad, den_step, jnp.ones(shape, dtype))
+
+    n_last, _, pad_last = layout[-1]
+
+    def row_sum(block):
+        """Weighted sum over the last axis of a block padded by ``pad_last`` there."""
+        centre = lax.slice_in_dim(block, pad_last, pad_last + n_last, axis=k)
+
+        def step(d, w, acc):
             plus = lax.dynamic_slice_in_dim(block, pad_last + d, n_last, axis=k)
             minus = lax.dynamic_slice_in_dim(block, pad_last - d, n_last, axis=k)
-            acc = acc + jnp.where(d <= r_last, w * (plus + minus), 0)
-            return acc, w, g
+            return acc + jnp.where(d <= radius[-1], w * (plus + minus), 0)
 
-        carry = (centre, jnp.ones(shape, dtype), q)
-        if pad_last <= UNROLL_TAPS // 2:
-            for d in range(1, pad_last + 1):
-                carry = step(d, carry)
-        else:
-            carry = lax.fori_loop(1, pad_last + 1, step, carry)
-        return carry[0]
+        return recurrence(k - 1, pad_last, step, centre)
 
     outer = layout[:-1]
-    sizes = (shape[0],) + tuple(n for n, _, _ in outer) + (n_last + 2 * pad_last,)
-    count = math.prod(2 * pad + 1 for _, _, pad in outer)
+    sizes = (shape[0], *(n for n, _, _ in outer), n_last + 2 * pad_last)
+    count = math.prod(pad + 1 for _, _, pad in outer)
+    signs = list(itertools.product((1, -1), repeat=len(outer)))
 
     def outer_body(f, acc):
-        starts = [0]
-        w_outer = jnp.ones(shape, dtype)
-        counts = jnp.ones(shape, bool)
-        rest = f
         offsets = []
         for _, _, pad in reversed(outer):
-            offsets.append(rest % (2 * pad + 1) - pad)
-            rest = rest // (2 * pad + 1)
+            offsets.append(f % (pad + 1))
+            f = f // (pad + 1)
         offsets.reverse()
-        for a, ((_, _, pad), d) in enumerate(zip(outer, offsets)):
-            starts.append(pad + d)
-            w_outer = w_outer * weight(a, d)
-            counts = counts & inside(a, d)
-        starts.append(0)
-        block = lax.dynamic_slice(padded, starts, sizes)
+        # The mirrored rows (+d, -d on every outer axis) share one weight: add them
+        # first.  At d = 0 both signs read the same row, hence the halving.
+        block = None
+        for sign in signs:
+            starts = [0, *(pad + s * d for (_, _, pad), s, d in zip(outer, sign, offsets)), 0]
+            piece = lax.dynamic_slice(padded, starts, sizes)
+            block = piece if block is None else block + piece
+        w_outer = jnp.ones(shape, dtype)
+        counts = jnp.ones(shape, bool)
+        for a, d in enumerate(offsets):
+            w_outer = w_outer * jnp.exp(-(d * d).astype(dtype) * exponent[a])
+            w_outer = w_outer * jnp.where(d == 0, 0.5, 1.0).astype(dtype)
+            counts = counts & (d <= radius[a])
         return acc + jnp.where(counts, w_outer * row_sum(block), 0)
 
     numerator = lax.fori_loop(0, count, outer_body, jnp.zeros(shape, dtype))
@@ -238,13 +243,19 @@ def blur(spec: BlurSpec) -> np.ndarray:
         plan = map_plan(spec)
         work = working_layout(spec.image, spec.axes).astype(dtype)
 
-        def per_pixel(values: np.ndarray) -> np.ndarray:
-            return working_layout(np.broadcast_to(values, spec.shape), spec.axes)
+        def per_pixel(values: np.ndarray, kind) -> jax.Array:
+            return jnp.asarray(working_layout(np.broadcast_to(values, spec.shape), spec.axes), kind)
 
+        # An isotropic map sends one radius and one exponent array, broadcast over axes.
+        # Its radius is capped at the largest limit only: the loops never go past an
+        # axis's own pad, so the per-axis cap needs no array of its own.
+        shared = all(m.sigma is plan[0].sigma for m in plan)
+        axes_data = plan[:1] if shared else plan
+        limit = max(m.limit for m in plan) if shared else None
         out = _varying_jit(
             jnp.asarray(work),
-            jnp.asarray(np.stack([per_pixel(m.radius) for m in plan]), jnp.int32),
-            jnp.asarray(np.stack([per_pixel(m.exponent) for m in plan]), dtype),
+            jnp.stack([per_pixel(m.radius(limit), jnp.int32) for m in axes_data]),
+            jnp.stack([per_pixel(m.exponent(), dtype) for m in axes_data]),
             tuple(jnp.asarray(m.fill, dtype) for m in plan),
             layout=tuple((m.n, m.mode, m.pad) for m in plan),
         )

@@ -65,11 +65,12 @@ def _varying_blur(x: np.ndarray, plan: list[MapAxis]) -> np.ndarray:
     weights, counts, denominator = [], [], np.ones(x.shape)
     for m in plan:
         pos = np.arange(m.n).reshape(_shape_along(m.axis, x.ndim, m.n))
+        radius, exponent = m.radius(), m.exponent()
         w_axis, c_axis = [], []
         for d in range(-m.pad, m.pad + 1):
             inside = (pos + d >= 0) & (pos + d < m.n) if m.crop else True
-            count = (abs(d) <= m.radius) & inside
-            w = np.where(count, np.exp(-float(d * d) * m.exponent), 0.0)
+            count = (abs(d) <= radius) & inside
+            w = np.where(count, np.exp(-float(d * d) * exponent), 0.0)
             w_axis.append(w)
             c_axis.append(count)
         weights.append(w_axis)
