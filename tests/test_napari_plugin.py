@@ -258,3 +258,50 @@ def test_demo_view_without_display_says_so():
     )
     assert out.returncode == 2
     assert "no display found" in out.stderr
+
+
+def test_dask_time_series_gives_a_lazy_result_layer(viewer, qtbot):
+    da = pytest.importorskip("dask.array")
+    series = np.random.default_rng(4).random((6, 48, 40)).astype(np.float32)
+    computed = []
+
+    def watch(block, block_info=None):
+        computed.append(block_info[0]["chunk-location"][0])
+        return block
+
+    lazy = da.from_array(series, chunks=(1, 48, 40)).map_blocks(watch, dtype=np.float32)
+    layer = viewer.add_image(lazy, name="movie")
+    computed.clear()
+    widget = dock(viewer, "Gaussian blur")
+    widget.image.value = layer
+    widget.sigma.value = "2"
+    widget.backend.value = "numba"
+    widget.difference.value = True
+    click_and_wait(qtbot, widget)
+    result = viewer.layers[-2]
+    assert isinstance(result.data, da.Array)  # nothing computed for the whole movie
+    start = viewer.dims.current_step[0]
+    assert set(computed) <= {0, start}
+    viewer.dims.set_current_step(0, 4)  # scrolling computes that time point only
+    np.testing.assert_allclose(
+        np.asarray(result.data[4]), gaussian_blur(series[4], 2.0, backend="reference"), atol=1e-4
+    )
+    assert set(computed) <= {0, start, 4}  # the frames shown, never all six
+    diff = viewer.layers[-1]
+    low, high = diff.contrast_limits
+    assert low == -high > -np.inf and isinstance(diff.data, da.Array)
+
+
+def test_big_numpy_layer_is_blurred_lazily(monkeypatch):
+    from napari_varblur.gui import layers as gui_layers
+
+    da = pytest.importorskip("dask.array")
+    monkeypatch.setattr(gui_layers, "LAZY_BYTES", 1000)  # "big" for this test
+    stack = np.random.default_rng(5).random((4, 20, 30))
+    out = blur_layer(Image(stack, name="stack"), 1.0, backend="numba", precision="float64")
+    assert isinstance(out.data, da.Array) and out.data.chunks[0] == (1, 1, 1, 1)
+    np.testing.assert_allclose(
+        out.data.compute(),
+        gaussian_blur(stack, 1.0, axes=(1, 2), backend="reference", precision="float64"),
+        atol=1e-12,
+    )

@@ -24,7 +24,13 @@ def test_ci_runs_the_readme_test_command_verbatim():
     assert readme_test_command() in [line.strip() for line in ci]
 
 
-@pytest.mark.parametrize("args", [["check", "src", "tests"], ["format", "--check", "src", "tests"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", "src", "tests", "benchmarks", "docs"],
+        ["format", "--check", "src", "tests", "benchmarks", "docs"],
+    ],
+)
 def test_ruff(args):
     out = subprocess.run(
         [sys.executable, "-m", "ruff", *args], cwd=ROOT, capture_output=True, text=True

@@ -6,6 +6,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import backends
+from .chunked import gaussian_blur_dask, is_dask_array
 from .spec import BlurSpec
 
 
@@ -55,8 +56,10 @@ def gaussian_blur(
 
     Returns
     -------
-    numpy.ndarray
-        The blurred image, same shape as ``image``, dtype ``precision``.
+    numpy.ndarray or dask.array.Array
+        The blurred image, same shape as ``image``, dtype ``precision``.  A dask
+        ``image`` gives a lazy dask array, exact across chunk borders (the sigma map
+        may then be a dask array too).
 
     Notes
     -----
@@ -73,6 +76,18 @@ def gaussian_blur(
     >>> round(float(out.sum()), 12), out.shape
     (1.0, (5, 5))
     """
+    if is_dask_array(image):
+        return gaussian_blur_dask(
+            image,
+            sigma,
+            mode=mode,
+            cval=cval,
+            truncate=truncate,
+            radius=radius,
+            axes=axes,
+            backend=backend,
+            precision=precision,
+        )
     spec = BlurSpec.from_args(
         image,
         sigma,

@@ -1,4 +1,4 @@
-"""Command line: ``varblur demo`` (also ``python -m napari_varblur demo``)."""
+"""Command line: ``varblur demo`` and ``varblur blur`` (also ``python -m napari_varblur``)."""
 
 from __future__ import annotations
 
@@ -77,7 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     p_demo.add_argument(
         "--view", action="store_true", help="then open napari with the sample and the widget"
     )
+    _add_blur_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "blur":
+        return blur_command(args)
     if args.command == "demo":
         if args.size < 8:
             parser.error("--size: must be at least 8")
@@ -112,3 +115,118 @@ def _has_display() -> bool:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
+
+
+def _add_blur_parser(sub) -> None:
+    p = sub.add_parser(
+        "blur",
+        help="blur an image file (TIFF, Zarr or .npy) chunk by chunk",
+        description="Blur INPUT into OUTPUT (.tif/.tiff, .zarr or .npy, by suffix). Work is "
+        "chunked with dask; OUTPUT is written under a temporary name and moved into place "
+        "at the end, and is never replaced without --overwrite.",
+    )
+    p.add_argument("input", help="input image: .tif/.tiff (OME-TIFF too), .zarr or .npy")
+    p.add_argument("output", help="output image: .tif/.tiff, .zarr or .npy")
+    p.add_argument(
+        "--sigma",
+        type=float,
+        nargs="+",
+        required=True,
+        help="sigma: one value or one per blurred axis (multiplies --sigma-map)",
+    )
+    p.add_argument("--sigma-map", help="per-pixel sigma image (same shape, or the blurred axes')")
+    p.add_argument("--mode", default="crop", help="edge mode (default crop)")
+    p.add_argument("--cval", type=float, default=0.0, help="value outside in constant mode")
+    p.add_argument("--truncate", type=float, default=3.0, help="radius = ceil(truncate*sigma)")
+    p.add_argument("--axes", type=int, nargs="+", help="axes to blur (default all)")
+    p.add_argument("--backend", default="auto", help="auto, numba, jax or reference")
+    p.add_argument("--precision", default="float32", help="float32 or float64")
+    p.add_argument(
+        "--world-units",
+        action="store_true",
+        help="sigma in physical units (OME-TIFF/ImageJ pixel sizes)",
+    )
+    p.add_argument(
+        "--dtype",
+        choices=["float", "same"],
+        default="float",
+        help="float: the precision's dtype; same: rounded and clipped to the input's",
+    )
+    p.add_argument("--scheduler", help="address of a dask.distributed scheduler to run on")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+
+
+def blur_command(args) -> int:
+    """Run ``varblur blur``; errors are one line on stderr and exit status 1."""
+    try:
+        return _blur_files(args)
+    except KeyboardInterrupt:
+        print("varblur blur: interrupted; no output was written", file=sys.stderr)
+        return 130
+    except (ValueError, TypeError, OSError, ImportError) as err:
+        print(f"varblur blur: error: {err}", file=sys.stderr)
+        return 1
+
+
+def _blur_files(args) -> int:
+    from pathlib import Path
+
+    from .io import ImageFileError, read_image, write_image
+
+    source, target = Path(args.input), Path(args.output)
+    if target.resolve() == source.resolve():
+        raise ImageFileError("OUTPUT is the same file as INPUT; write to a new file")
+    image, scale = read_image(source)
+    axes = tuple(a % image.ndim for a in args.axes) if args.axes else tuple(range(image.ndim))
+    sigma = np.asarray(args.sigma, dtype=np.float64)
+    if args.world_units:
+        if scale is None:
+            raise ImageFileError(f"{args.input!r} has no physical pixel sizes for --world-units")
+        sigma = sigma / np.asarray([scale[a] for a in axes])
+    sigma_arg = float(sigma[0]) if sigma.size == 1 else tuple(float(v) for v in sigma)
+    if args.sigma_map:
+        values, _ = read_image(args.sigma_map)
+        if values.shape == tuple(image.shape[a] for a in axes) and values.ndim < image.ndim:
+            shape = [image.shape[a] if a in axes else 1 for a in range(image.ndim)]
+            values = values.reshape(shape)
+        if sigma.size == 1:
+            sigma_arg = values * float(sigma[0])
+        else:
+            import dask.array as da
+
+            sigma_arg = da.stack([values * float(v) for v in sigma], axis=-1)
+    result = gaussian_blur(
+        image,
+        sigma_arg,
+        mode=args.mode,
+        cval=args.cval,
+        truncate=args.truncate,
+        axes=axes,
+        backend=args.backend,
+        precision=args.precision,
+    )
+    if args.dtype == "same":
+        result = _to_dtype(result, image.dtype)
+    client = None
+    if args.scheduler:
+        from distributed import Client
+
+        client = Client(args.scheduler)
+    try:
+        write_image(result, target, overwrite=args.overwrite, scheduler=client)
+    finally:
+        if client is not None:
+            client.close()
+    print(f"varblur blur: wrote {args.output} {tuple(result.shape)} {result.dtype}")
+    return 0
+
+
+def _to_dtype(result, dtype: np.dtype):
+    """Round and clip to an integer dtype's range; plain cast for floats."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return result.round().clip(info.min, info.max).astype(dtype)
+    if dtype.kind == "b":
+        return (result >= 0.5).astype(dtype)
+    return result.astype(dtype)

@@ -199,6 +199,8 @@ def map_plan(spec: BlurSpec) -> list[MapAxis]:
                     f"map supports radii up to {allowed}. Use mode='crop', a smaller sigma or "
                     "truncate, or a global sigma"
                 )
+        if spec.map_pads is not None:
+            rmax = max(rmax, spec.map_pads[i])
         out.append(
             MapAxis(
                 axis=axis,

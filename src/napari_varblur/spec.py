@@ -212,6 +212,9 @@ class BlurSpec:
     truncate: float
     backend: str
     precision: np.dtype
+    #: Internal: a floor for each axis's padding in a sigma-map blur, so that chunks of
+    #: one array share static shapes (and JAX compiles once per chunk shape).
+    map_pads: tuple[int, ...] | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:

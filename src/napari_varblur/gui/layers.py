@@ -17,6 +17,7 @@ from napari.layers import Image, Layer
 
 from .. import __version__, backends
 from ..api import gaussian_blur
+from ..chunked import is_dask_array
 from ..spec import BlurSpec
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ AXES_CHOICES = {
     "all": "all axes",
 }
 METADATA_KEY = "napari_varblur"
+#: NumPy layers bigger than this get a lazy result (one dask chunk per plane).
+LAZY_BYTES = 512 * 2**20
 DIFFERENCE_COLORMAP = "PiYG"
 
 
@@ -65,6 +68,8 @@ class LayerBlur:
     ) -> LayerBlur:
         image = _layer_data(layer, "layer", level)
         blurred = _blurred_axes(layer, axes)
+        if not is_dask_array(image) and image.nbytes > LAZY_BYTES:
+            image = _as_planes(image, blurred)
         k = len(blurred)
         scale = np.asarray(layer.scale, dtype=np.float64)[list(blurred)]
         if np.isscalar(sigma):
@@ -97,12 +102,16 @@ class LayerBlur:
             precision=precision,
         )
         # Validate now, on the caller's thread, so a bad choice fails before any work.
-        BlurSpec.from_args(
-            np.broadcast_to(np.zeros((), np.float32), image.shape),
-            sigma_arg,
-            axes=blurred,
-            **options,
-        )
+        # (A lazy result is only a graph: building it checks everything, dask maps too.)
+        if is_dask_array(image) or is_dask_array(sigma_arg):
+            gaussian_blur(_lazy(image), sigma_arg, axes=blurred, **options)
+        else:
+            BlurSpec.from_args(
+                np.broadcast_to(np.zeros((), np.float32), image.shape),
+                sigma_arg,
+                axes=blurred,
+                **options,
+            )
         settings = dict(
             sigma=sigma if np.isscalar(sigma) else tuple(sigma),
             sigma_map=map_name,
@@ -113,10 +122,15 @@ class LayerBlur:
         return cls(layer, image, sigma_arg, blurred, options, settings)
 
     @property
+    def lazy(self) -> bool:
+        """Whether the result is a lazy dask array (computed as napari shows it)."""
+        return is_dask_array(self.image) or is_dask_array(self.sigma)
+
+    @property
     def batch_chunks(self) -> list[tuple[slice | int, ...]]:
         """Independent pieces of work (one per index of the first batch axis)."""
         batch = [a for a in range(self.image.ndim) if a not in self.axes]
-        if not batch or self.image.shape[batch[0]] <= 1:
+        if self.lazy or not batch or self.image.shape[batch[0]] <= 1:
             return [()]
         lead = batch[0]
         return [(slice(None),) * lead + (i,) for i in range(self.image.shape[lead])]
@@ -128,6 +142,14 @@ class LayerBlur:
         between pieces.
         """
         start = time.perf_counter()
+        if self.lazy:
+            resolved = backends.resolve(self.options["backend"])
+            options = dict(self.options, backend=resolved)
+            out = gaussian_blur(_lazy(self.image), self.sigma, axes=self.axes, **options)
+            yield 1
+            elapsed = time.perf_counter() - start
+            device = backends.load(resolved).device_name()
+            return BlurResult(self, out, resolved, device, elapsed)
         chunks = self.batch_chunks
         out = np.empty(self.image.shape, dtype=np.dtype(self.options["precision"]))
         resolved = backends.resolve(self.options["backend"])
@@ -192,7 +214,10 @@ class BlurResult:
         return f"{self.request.layer.name} blurred σ={sigma} {s['mode']} {self.backend}"
 
     def difference(self) -> np.ndarray:
-        return self.request.image.astype(self.data.dtype) - self.data
+        image = self.request.image
+        if is_dask_array(self.data):  # a lazy result gets a lazy difference
+            image = _lazy(image)
+        return image.astype(self.data.dtype) - self.data
 
 
 def blur_layer(
@@ -281,7 +306,11 @@ def publish(
     diff_layer = None
     if difference:
         diff = result.difference() if difference_data is None else difference_data
-        limit = float(np.nanmax(np.abs(diff), initial=0.0)) or 1.0
+        if is_dask_array(diff):  # lazy: do not compute it all for the contrast limits
+            low, high = source.contrast_limits
+            limit = float(high - low) / 4 or 1.0
+        else:
+            limit = float(np.nanmax(np.abs(diff), initial=0.0)) or 1.0
         diff_layer = _upsert(
             viewer,
             source,
@@ -348,8 +377,31 @@ def _layer_data(layer: object, what: str, level: int | None) -> np.ndarray:
             )
         if not 0 <= level < len(layer.data):
             raise ValueError(f"{what}: level {level} is out of range for {layer.name!r}")
-        return np.asarray(layer.data[level])
-    return np.asarray(layer.data)
+        return _array(layer.data[level])
+    return _array(layer.data)
+
+
+def _array(data):
+    """Dask arrays stay lazy; everything else becomes a NumPy array (no copy if it is)."""
+    return data if is_dask_array(data) else np.asarray(data)
+
+
+def _lazy(image):
+    """A dask array as is; a NumPy array wrapped whole (one chunk, no copy)."""
+    if is_dask_array(image):
+        return image
+    import dask.array as da
+
+    return da.from_array(image, chunks=image.shape)
+
+
+def _as_planes(image: np.ndarray, axes: tuple[int, ...]):
+    """Wrap a big NumPy image lazily, one chunk per plane (or volume) of the blurred
+    axes, so napari computes only what it shows."""
+    import dask.array as da
+
+    chunks = tuple(n if a in axes else 1 for a, n in enumerate(image.shape))
+    return da.from_array(image, chunks=chunks)
 
 
 def _blurred_axes(layer: Image, axes: str | Sequence[int]) -> tuple[int, ...]:
@@ -376,6 +428,8 @@ def _map_for(image: np.ndarray, axes: tuple[int, ...], sigma_map, level) -> np.n
     """The sigma map as an array broadcastable to the image."""
     if isinstance(sigma_map, Layer):
         values = _layer_data(sigma_map, "sigma_map", level if sigma_map.multiscale else None)
+        if not is_dask_array(values) and is_dask_array(image):
+            values = np.asarray(values)
         name = sigma_map.name
     else:
         values = np.asarray(sigma_map)

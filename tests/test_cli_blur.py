@@ -1,0 +1,225 @@
+"""``varblur blur`` as a subprocess on real TIFF, Zarr and .npy files."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from conftest import assert_close
+
+tifffile = pytest.importorskip("tifffile")
+zarr = pytest.importorskip("zarr")
+
+from napari_varblur import gaussian_blur  # noqa: E402
+
+
+def varblur(*args, check_ok=True, timeout=300):
+    out = subprocess.run(
+        [sys.executable, "-m", "napari_varblur", "blur", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if check_ok:
+        assert out.returncode == 0, out.stdout + out.stderr
+    return out
+
+
+@pytest.fixture
+def image(rng):
+    return (rng.random((3, 40, 50)) * 1000).astype(np.float32)
+
+
+def test_npy_to_npy_global_sigma(tmp_path, image):
+    np.save(tmp_path / "in.npy", image)
+    varblur(
+        tmp_path / "in.npy",
+        tmp_path / "out.npy",
+        "--sigma",
+        "2",
+        "--mode",
+        "reflect",
+        "--axes",
+        "1",
+        "2",
+        "--backend",
+        "numba",
+    )
+    out = np.load(tmp_path / "out.npy")
+    expected = gaussian_blur(
+        image, 2.0, mode="reflect", axes=(1, 2), backend="reference", precision="float64"
+    )
+    assert out.dtype == np.float32
+    assert_close(out, expected, "float32", image)
+
+
+def test_tif_with_sigma_map_and_same_dtype(tmp_path, rng):
+    data = (rng.random((30, 40)) * 60000).astype(np.uint16)
+    sigma_map = rng.uniform(0.5, 3, data.shape).astype(np.float32)
+    tifffile.imwrite(tmp_path / "in.tif", data)
+    tifffile.imwrite(tmp_path / "map.tif", sigma_map)
+    varblur(
+        tmp_path / "in.tif",
+        tmp_path / "out.tif",
+        "--sigma",
+        "1.5",
+        "--sigma-map",
+        tmp_path / "map.tif",
+        "--dtype",
+        "same",
+        "--precision",
+        "float64",
+    )
+    out = tifffile.imread(tmp_path / "out.tif")
+    expected = gaussian_blur(data, sigma_map * 1.5, backend="reference", precision="float64")
+    assert out.dtype == np.uint16
+    np.testing.assert_array_equal(out, np.clip(np.round(expected), 0, 65535).astype(np.uint16))
+
+
+def test_zarr_to_zarr_chunked(tmp_path, image):
+    stored = zarr.open_array(
+        str(tmp_path / "in.zarr"),
+        mode="w",
+        shape=image.shape,
+        chunks=(1, 16, 16),
+        dtype=image.dtype,
+    )
+    stored[:] = image
+    varblur(
+        tmp_path / "in.zarr",
+        tmp_path / "out.zarr",
+        "--sigma",
+        "1",
+        "3",
+        "--axes",
+        "1",
+        "2",
+        "--mode",
+        "wrap",
+    )
+    out = np.asarray(zarr.open_array(str(tmp_path / "out.zarr"), mode="r"))
+    expected = gaussian_blur(
+        image, (1.0, 3.0), axes=(1, 2), mode="wrap", backend="reference", precision="float64"
+    )
+    assert_close(out, expected, "float32", image)
+
+
+def test_ome_tiff_world_units(tmp_path, rng):
+    data = rng.random((24, 32)).astype(np.float32)
+    tifffile.imwrite(
+        tmp_path / "in.ome.tif",
+        data,
+        ome=True,
+        metadata={"axes": "YX", "PhysicalSizeY": 0.25, "PhysicalSizeX": 0.5},
+    )
+    varblur(tmp_path / "in.ome.tif", tmp_path / "out.npy", "--sigma", "1", "--world-units")
+    expected = gaussian_blur(data, (4.0, 2.0), backend="reference", precision="float64")
+    assert_close(np.load(tmp_path / "out.npy"), expected, "float32", data)
+
+
+@pytest.mark.parametrize(
+    ("setup", "args", "message"),
+    [
+        (None, ["missing.tif", "out.npy", "--sigma", "1"], "'{d}/missing.tif' does not exist"),
+        ("in.npy", ["in.npy", "out.png", "--sigma", "1"], "unsupported format"),
+        ("bad.tif", ["bad.tif", "out.npy", "--sigma", "1"], "could not read it as tif"),
+        ("in.npy", ["in.npy", "out.npy", "--sigma", "-1"], "sigma: must be a finite number"),
+        (
+            "in.npy",
+            ["in.npy", "out.npy", "--sigma", "1", "--sigma-map", "small.npy"],
+            "sigma: a sigma map of shape (7, 7) does not fit",
+        ),
+        ("in.npy", ["in.npy", "out.npy", "--sigma", "1", "--mode", "bogus"], "mode: unknown"),
+        ("in.npy", ["in.npy", "in.npy", "--sigma", "1"], "OUTPUT is the same file as INPUT"),
+        (
+            "in.npy",
+            ["in.npy", "out.npy", "--sigma", "1", "--world-units"],
+            "has no physical pixel sizes",
+        ),
+    ],
+)
+def test_errors_are_one_line_and_nonzero(tmp_path, image, setup, args, message):
+    np.save(tmp_path / "in.npy", image)
+    np.save(tmp_path / "small.npy", np.ones((7, 7)))
+    (tmp_path / "bad.tif").write_bytes(b"not a tiff at all")
+    os.chdir(tmp_path)
+    out = varblur(*args, check_ok=False)
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("varblur blur: error: ")
+    assert (
+        message.format(d=tmp_path) in lines[0]
+        or message.format(d=".") in lines[0]
+        or message.replace("'{d}/", "'") in lines[0]
+    )
+    assert not (tmp_path / "out.npy").exists()
+
+
+def test_existing_output_needs_overwrite(tmp_path, image):
+    np.save(tmp_path / "in.npy", image)
+    (tmp_path / "out.npy").write_bytes(b"precious")
+    out = varblur(tmp_path / "in.npy", tmp_path / "out.npy", "--sigma", "1", check_ok=False)
+    assert out.returncode == 1 and "exists; pass --overwrite" in out.stderr
+    assert (tmp_path / "out.npy").read_bytes() == b"precious"
+    varblur(tmp_path / "in.npy", tmp_path / "out.npy", "--sigma", "1", "--overwrite")
+    assert np.load(tmp_path / "out.npy").shape == image.shape
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.npy", "out.npy"]
+
+
+def test_interrupt_leaves_no_partial_output(tmp_path, rng):
+    big = rng.random((64, 256, 256)).astype(np.float32)
+    np.save(tmp_path / "in.npy", big)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "napari_varblur",
+            "blur",
+            str(tmp_path / "in.npy"),
+            str(tmp_path / "out.npy"),
+            "--sigma",
+            "2",
+            "--backend",
+            "reference",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(
+        p.name.startswith(".out.npy.varblur-partial") for p in tmp_path.iterdir()
+    ):
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "interrupted; no output was written" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.npy"]
+
+
+def test_scheduler_address_runs_on_a_cluster(tmp_path, image):
+    distributed = pytest.importorskip("distributed")
+    np.save(tmp_path / "in.npy", image)
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    ) as cluster:
+        varblur(
+            tmp_path / "in.npy",
+            tmp_path / "out.npy",
+            "--sigma",
+            "1.5",
+            "--scheduler",
+            cluster.scheduler_address,
+            "--axes",
+            "1",
+            "2",
+        )
+    expected = gaussian_blur(image, 1.5, axes=(1, 2), backend="reference", precision="float64")
+    assert_close(np.load(tmp_path / "out.npy"), expected, "float32", image)
