@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,59 +115,59 @@ def _remove(path: Path) -> None:
 
 def write_image(result, path: str | os.PathLike, *, overwrite: bool, scheduler=None) -> None:
     """Compute the dask array ``result`` into ``path`` (format from the suffix)."""
-    import dask.array as da
-
     path = Path(path)
     kind = file_format(path)
     with atomic_target(path, overwrite) as temp:
         if kind == "zarr":
-            _compute(da.to_zarr(result, str(temp), compute=False), scheduler)
+            import zarr
+
+            target = zarr.open_array(
+                str(temp), mode="w", shape=result.shape, chunks=result.chunksize,
+                dtype=result.dtype,
+            )  # fmt: skip
         elif kind == "npy":
             target = np.lib.format.open_memmap(
                 temp, mode="w+", dtype=result.dtype, shape=result.shape
             )
-            _store(result, target, scheduler)
+        else:
+            target = np.empty(result.shape, dtype=result.dtype)
+        _store(result, target, scheduler)
+        if kind == "npy":
             target.flush()
             del target
-        else:
+        elif kind == "tif":
             import tifffile
 
-            data = np.empty(result.shape, dtype=result.dtype)
-            _store(result, data, scheduler)
-            tifffile.imwrite(temp, data)
+            tifffile.imwrite(temp, target)
 
 
-def _store(result, target: np.ndarray, scheduler) -> None:
-    """Compute ``result`` into the local array ``target`` (a memmap or an array).
+def _store(result, target, scheduler) -> None:
+    """Compute ``result`` into ``target`` (a Zarr array, memmap or array) here.
 
-    On a cluster the blocks are computed there and written here: a local array sent to
-    the workers would be a copy, and their writes would be lost."""
+    Locally it goes one slab of chunks (along the first axis) at a time, so memory holds
+    a slab and its halo, never the whole graph's inputs.  On a cluster the blocks are
+    computed there and written here: an array sent to the workers would be a copy.
+    """
     import dask.array as da
 
-    if scheduler is None:
-        _compute(da.store(result, target, compute=False, lock=True), None)
-        return
-    from dask.array.core import slices_from_chunks
-    from distributed import as_completed, progress
-
-    blocks = list(result.to_delayed().ravel())
-    futures = scheduler.compute(blocks)
-    where = dict(zip((f.key for f in futures), slices_from_chunks(result.chunks)))
-    progress(futures)
-    for future in as_completed(futures):
-        target[where[future.key]] = future.result()
-
-
-def _compute(task, scheduler) -> None:
-    """Run a dask task with a progress bar (local) or on a distributed client."""
     if scheduler is not None:
-        from distributed import progress
+        from dask.array.core import slices_from_chunks
+        from distributed import as_completed, progress
 
-        future = scheduler.compute(task)
-        progress(future)
-        future.result()
+        blocks = list(result.to_delayed().ravel())
+        futures = scheduler.compute(blocks)
+        where = dict(zip((f.key for f in futures), slices_from_chunks(result.chunks)))
+        progress(futures)
+        for future in as_completed(futures):
+            target[where[future.key]] = future.result()
         return
-    from dask.diagnostics import ProgressBar
-
-    with ProgressBar(minimum=1.0):
-        task.compute()
+    if result.ndim == 0 or result.size == 0:
+        target[...] = result.compute()
+        return
+    bounds = np.cumsum((0, *result.chunks[0]))
+    count = len(bounds) - 1
+    for i in range(count):
+        region = slice(int(bounds[i]), int(bounds[i + 1]))
+        da.store(result[region], target, regions=(region,), lock=True)
+        print(f"\rvarblur: {i + 1}/{count} slabs", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
