@@ -18,7 +18,8 @@ from .spec import MAX_GLOBAL_RADIUS, BlurSpec
 
 def radius_of(sigma: np.ndarray | float, truncate: float) -> np.ndarray:
     """Contract radius ``ceil(truncate * sigma)``, always evaluated in float64."""
-    return np.ceil(np.float64(truncate) * np.asarray(sigma, dtype=np.float64))
+    product = np.multiply(sigma, np.float64(truncate), dtype=np.float64)
+    return np.ceil(product, out=product) if isinstance(product, np.ndarray) else np.ceil(product)
 
 
 #: Cap on ``1/(2 sigma^2)``: finite even in float32, and exp(-d^2 * cap) is 0 for d >= 1,
@@ -26,12 +27,17 @@ def radius_of(sigma: np.ndarray | float, truncate: float) -> np.ndarray:
 MAX_EXPONENT = 1e30
 
 
-def exponent_of(sigma: np.ndarray) -> np.ndarray:
-    """``1 / (2 sigma^2)``, the factor in ``exp(-d^2 * h)``; 0 where sigma is 0."""
-    s = np.asarray(sigma, dtype=np.float64)
-    with np.errstate(divide="ignore", over="ignore"):
-        h = np.where(s > 0, 0.5 / np.where(s > 0, s, 1.0) ** 2, 0.0)
-    return np.minimum(h, MAX_EXPONENT)
+def exponent_of(sigma: np.ndarray, dtype: type = np.float64) -> np.ndarray:
+    """``1 / (2 sigma^2)``, the factor in ``exp(-d^2 * h)``; 0 where sigma is 0.
+
+    ``dtype`` is the arithmetic's (float32 for a float32 backend: the weights are only as
+    precise as that anyway; radii never come from this).
+    """
+    s = np.asarray(sigma, dtype=dtype)
+    h = np.zeros_like(s)
+    with np.errstate(over="ignore", under="ignore"):
+        np.divide(0.5, s * s, out=h, where=s > 0)
+    return np.minimum(h, MAX_EXPONENT, out=h)
 
 
 def gaussian_taps(sigma: float, radius: int) -> np.ndarray:
@@ -165,11 +171,12 @@ class MapAxis:
         """Per-pixel radius (int32, broadcastable to the image), capped at ``limit``
         (default: this axis's own limit)."""
         cap = self.limit if limit is None else limit
-        return np.minimum(radius_of(self.sigma, self.truncate), cap).astype(np.int32)
+        r = radius_of(self.sigma, self.truncate)
+        return np.minimum(r, cap, out=r).astype(np.int32)
 
-    def exponent(self) -> np.ndarray:
-        """Per-pixel ``1 / (2 sigma^2)`` (float64, broadcastable to the image)."""
-        return exponent_of(self.sigma)
+    def exponent(self, dtype: type = np.float64) -> np.ndarray:
+        """Per-pixel ``1 / (2 sigma^2)`` (broadcastable to the image)."""
+        return exponent_of(self.sigma, dtype)
 
     def source(self) -> np.ndarray:
         return extend_indices(np.arange(-self.pad, self.n + self.pad), self.n, self.mode)

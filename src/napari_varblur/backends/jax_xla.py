@@ -255,7 +255,7 @@ def blur(spec: BlurSpec) -> np.ndarray:
         out = _varying_jit(
             jnp.asarray(work),
             jnp.stack([per_pixel(m.radius(limit), jnp.int32) for m in axes_data]),
-            jnp.stack([per_pixel(m.exponent(), dtype) for m in axes_data]),
+            jnp.stack([per_pixel(m.exponent(dtype), dtype) for m in axes_data]),
             tuple(jnp.asarray(m.fill, dtype) for m in plan),
             layout=tuple((m.n, m.mode, m.pad) for m in plan),
         )
