@@ -76,21 +76,7 @@ def gaussian_blur(
     >>> round(float(out.sum()), 12), out.shape
     (1.0, (5, 5))
     """
-    if is_dask_array(image):
-        return gaussian_blur_dask(
-            image,
-            sigma,
-            mode=mode,
-            cval=cval,
-            truncate=truncate,
-            radius=radius,
-            axes=axes,
-            backend=backend,
-            precision=precision,
-        )
-    spec = BlurSpec.from_args(
-        image,
-        sigma,
+    options = dict(
         mode=mode,
         cval=cval,
         truncate=truncate,
@@ -99,6 +85,9 @@ def gaussian_blur(
         backend=backend,
         precision=precision,
     )
+    if is_dask_array(image):
+        return gaussian_blur_dask(image, sigma, **options)
+    spec = BlurSpec.from_args(image, sigma, **options)
     if spec.image.size == 0:
         return np.empty(spec.shape, dtype=spec.precision)
     return backends.load(backends.resolve(spec.backend)).blur(spec)

@@ -33,11 +33,16 @@ def exponent_of(sigma: np.ndarray, dtype: type = np.float64) -> np.ndarray:
     ``dtype`` is the arithmetic's (float32 for a float32 backend: the weights are only as
     precise as that anyway; radii never come from this).
     """
-    s = np.asarray(sigma, dtype=dtype)
+    original = np.asarray(sigma)
+    s = original.astype(dtype, copy=False)
     h = np.zeros_like(s)
-    with np.errstate(over="ignore", under="ignore"):
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):  # tiny sigma: h = inf
         np.divide(0.5, s * s, out=h, where=s > 0)
-    return np.minimum(h, MAX_EXPONENT, out=h)
+    np.minimum(h, MAX_EXPONENT, out=h)
+    if s.dtype.itemsize < original.dtype.itemsize:
+        # A sigma too small for the narrower dtype became 0: it is still a delta.
+        h[(s == 0) & (original > 0)] = MAX_EXPONENT
+    return h
 
 
 def gaussian_taps(sigma: float, radius: int) -> np.ndarray:

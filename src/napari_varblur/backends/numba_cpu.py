@@ -123,25 +123,24 @@ def _varying_blur(x: np.ndarray, spec: BlurSpec, plan: list[MapAxis]) -> np.ndar
         _generic_varying(padded, work.shape, x, spec, plan, out)
         return from_working_layout(out, x.shape, spec.axes)
 
-    sigmas = [working_layout(np.broadcast_to(m.sigma, x.shape), spec.axes) for m in plan]
-    pads = [m.pad for m in plan]
-    crops = [m.crop for m in plan]
-    limits = [m.limit for m in plan]
-    target = out
-    if len(plan) == 1:  # 1-D runs as 2-D with an untouched leading axis of length 1
-        padded, target = padded[:, None], out[:, None]
-        sigmas = [np.broadcast_to(np.zeros(1), target.shape), sigmas[0][:, None]]
-        pads, crops, limits = [0, *pads], [True, *crops], [0, *limits]
+    # 1-D and 2-D run as 3-D with untouched leading axes of length 1 (sigma 0, no pad).
+    missing = 3 - len(plan)
+    lead = work.shape[:1] + (1,) * missing
+    padded = padded.reshape(lead + padded.shape[1:])
+    target = out.reshape(lead + work.shape[1:])
+    sigmas = [np.broadcast_to(np.zeros(1), target.shape)] * missing + [
+        working_layout(np.broadcast_to(m.sigma, x.shape), spec.axes).reshape(target.shape)
+        for m in plan
+    ]
     # Tiles of neighbouring pixels share one window, vectorised across the tile; taps
     # beyond a pixel's own radius get weight 0 there.  0 * NaN is NaN, so an image with
     # NaN or inf takes the per-pixel path, which never reads outside a pixel's window.
     tiled = bool(np.isfinite(work).all())
-    kernel = {2: _varying2d, 3: _varying3d}[len(sigmas)]
-    kernel(
+    _varying3d(
         padded,
-        np.array(pads, np.int64),
-        np.array(crops, np.bool_),
-        np.array(limits, np.int64),
+        np.array([0] * missing + [m.pad for m in plan], np.int64),
+        np.array([True] * missing + [m.crop for m in plan], np.bool_),
+        np.array([0] * missing + [m.limit for m in plan], np.int64),
         *sigmas,
         spec.truncate,
         tiled,
@@ -286,86 +285,6 @@ def _tile_axis(sigma, v, position, n, crop, limit, truncate, radius, q, lo, hi):
     radius[v] = r
     q[v] = np.exp(-h)
     lo[v], hi[v] = _range(r, position, n, crop)
-
-
-@njit(parallel=True, cache=True, nogil=True, fastmath=_FAST, error_model="numpy")
-def _varying2d(xp, pads, crops, limits, s0, s1, truncate, tiled, out):  # pragma: no cover
-    nb, n0, n1 = out.shape
-    p0, p1 = pads[0], pads[1]
-    tiles = (n1 + TILE - 1) // TILE if tiled else 0
-    width_max = min(TILE, n1)
-    for row in prange(nb * n0):
-        b = row // n0
-        i = row - b * n0
-        tmp0 = np.empty(2 * p0 + 1, np.float64)
-        tmp1 = np.empty(2 * p1 + 1, np.float64)
-        w0 = np.empty((2 * p0 + 1, width_max), np.float64)
-        w1 = np.empty((2 * p1 + 1, width_max), out.dtype)
-        den = np.empty(width_max, np.float64)
-        acc = np.empty(width_max, np.float64)
-        part = np.empty(width_max, out.dtype)
-        rad = np.empty((2, width_max), np.int64)
-        qs = np.empty((2, width_max), np.float64)
-        los = np.empty((2, width_max), np.int64)
-        his = np.empty((2, width_max), np.int64)
-        w_run = np.empty(width_max, np.float64)
-        g_run = np.empty(width_max, np.float64)
-        for tile in range(tiles):
-            j0 = tile * TILE
-            width = min(TILE, n1 - j0)
-            for v in range(width):
-                _tile_axis(
-                    s0[b, i, j0 + v],
-                    v,
-                    i,
-                    n0,
-                    crops[0],
-                    limits[0],
-                    truncate,
-                    rad[0],
-                    qs[0],
-                    los[0],
-                    his[0],
-                )
-                _tile_axis(
-                    s1[b, i, j0 + v],
-                    v,
-                    j0 + v,
-                    n1,
-                    crops[1],
-                    limits[1],
-                    truncate,
-                    rad[1],
-                    qs[1],
-                    los[1],
-                    his[1],
-                )
-            den[:width] = 1.0
-            big0 = _tile_table(w0, p0, rad[0], qs[0], los[0], his[0], width, den, w_run, g_run)
-            big1 = _tile_table(w1, p1, rad[1], qs[1], los[1], his[1], width, den, w_run, g_run)
-            acc[:width] = 0
-            for d0 in range(-big0, big0 + 1):
-                line = xp[b, i + p0 + d0]
-                part[:width] = 0
-                for d1 in range(-big1, big1 + 1):
-                    _axpy(part, w1[p1 + d1], line, j0 + p1 + d1, width)
-                _axpy(acc, w0[p0 + d0], part, 0, width)
-            for v in range(width):
-                out[b, i, j0 + v] = acc[v] / den[v]
-        for j in range(tiles * TILE if tiled else 0, n1):  # without tiles: pixel by pixel
-            r0, h0 = _radius_exponent(s0[b, i, j], truncate, limits[0])
-            r1, h1 = _radius_exponent(s1[b, i, j], truncate, limits[1])
-            lo0, hi0 = _range(r0, i, n0, crops[0])
-            lo1, hi1 = _range(r1, j, n1, crops[1])
-            den0 = _weights(tmp0, r0, h0, lo0, hi0) * _weights(tmp1, r1, h1, lo1, hi1)
-            total = 0.0
-            for d0 in range(lo0, hi0 + 1):
-                line = xp[b, i + p0 + d0]
-                row_sum = 0.0
-                for d1 in range(lo1, hi1 + 1):
-                    row_sum += tmp1[r1 + d1] * line[j + p1 + d1]
-                total += tmp0[r0 + d0] * row_sum
-            out[b, i, j] = total / den0
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FAST, error_model="numpy")
