@@ -16,7 +16,7 @@ import numpy as np
 
 from . import backends
 from .plan import radius_of
-from .spec import BlurSpec, check_sigma_values, map_layout
+from .spec import BlurSpec, check_sigma_values, map_layout, normalize_axes
 
 
 def is_dask_array(value: object) -> bool:
@@ -33,7 +33,7 @@ def gaussian_blur_dask(image, sigma, **options: Any):
     placeholder = np.broadcast_to(np.zeros((), image.dtype), image.shape)
     lazy_map = is_dask_array(sigma)
     if lazy_map:
-        _check_lazy_map(sigma, image.shape, options.get("axes"), placeholder)
+        _check_lazy_map(sigma, image.shape, options.get("axes"))
         # Validate everything else with a stand-in map of the right shape.
         probe = np.broadcast_to(np.zeros((), np.float64), sigma.shape)
         spec = BlurSpec.from_args(placeholder, probe, **options)
@@ -107,44 +107,43 @@ def gaussian_blur_dask(image, sigma, **options: Any):
 
 
 def _depths(spec: BlurSpec, sigma, lazy_map: bool) -> list[int]:
-    """The largest radius needed on each blurred axis (from the map's maximum)."""
+    """The largest radius needed on each blurred axis (for a map, from its maximum)."""
+    k = len(spec.axes)
+    if spec.sigma is not None:
+        radii = [
+            0 if s == 0 else r if spec.radius is not None else int(radius_of(s, spec.truncate))
+            for s, r in zip(spec.sigma, spec.radius or (0,) * k)
+        ]
+    else:
+        per_axis = sigma.ndim == len(spec.shape) + 1
+        maxima = [sigma[..., i].max() for i in range(k)] if per_axis else [sigma.max()]
+        if lazy_map:
+            import dask
+
+            maxima = dask.compute(*maxima)  # one pass over the map for every axis
+        maxima = [float(m) for m in maxima] * (1 if per_axis else k)
+        radii = [int(radius_of(m, spec.truncate)) for m in maxima]
     out = []
     for i, axis in enumerate(spec.axes):
         n = spec.shape[axis]
-        if spec.sigma is not None:
-            r = (
-                spec.radius[i]
-                if spec.radius is not None
-                else int(radius_of(spec.sigma[i], spec.truncate))
-            )
-            r = 0 if spec.sigma[i] == 0 else r
-        else:
-            values = sigma[..., i] if sigma.ndim == len(spec.shape) + 1 else sigma
-            top = values.max()
-            top = float(top.compute()) if lazy_map else float(top)
-            r = int(radius_of(top, spec.truncate))
-        if spec.modes[i] == "crop":
-            r = min(r, n - 1)
+        r = min(radii[i], n - 1) if spec.modes[i] == "crop" else radii[i]
         out.append(min(r, n))
     return out
 
 
-def _check_lazy_map(sigma, shape, axes, placeholder) -> None:
-    """The sigma map's shape, dtype and values, computed in one pass over it."""
+def _check_lazy_map(sigma, shape, axes) -> None:
+    """The sigma map's shape, dtype and values (one pass; the index of the first bad
+    value is looked up only when there is one)."""
     import dask
 
     if sigma.dtype.kind not in "biuf":
         raise TypeError(f"sigma: a sigma map must be real-valued, got dtype {sigma.dtype}")
-    from .spec import normalize_axes
-
     map_layout(tuple(sigma.shape), shape, len(normalize_axes(axes, len(shape))))
-    bad = dask.compute(
-        (sigma < 0).any(), (~np.isfinite(sigma)).any() if sigma.dtype.kind == "f" else False
-    )
-    if any(bad):
-        # Only on error: find the first offending index for the message.
-        values = np.asarray(sigma, dtype=np.float64)
-        check_sigma_values(values, "the sigma map")
+    checks = [(sigma < 0).any()]
+    if sigma.dtype.kind == "f":
+        checks.append((~np.isfinite(sigma)).any())
+    if any(dask.compute(*checks)):
+        check_sigma_values(np.asarray(sigma, dtype=np.float64), "the sigma map")
 
 
 def _blur_block(block, *, sigma, kwargs, pads):
