@@ -184,3 +184,16 @@ def test_mixed_modes_with_wide_maps(rng, backend, precision):
         precision,
         volume,
     )
+
+
+@pytest.mark.parametrize("backend", FAST_BACKENDS)
+def test_four_blurred_axes_with_a_map(rng, backend):
+    """Beyond 3 blurred axes Numba uses its generic kernel; JAX its general loop."""
+    image = rng.random((4, 5, 3, 6))
+    sigma_map = rng.uniform(0, 1.2, image.shape)
+    for mode in ("crop", "mirror"):
+        expected = gaussian_blur(
+            image, sigma_map, mode=mode, backend="reference", precision="float64"
+        )
+        out = gaussian_blur(image, sigma_map, mode=mode, backend=backend, precision="float64")
+        assert_close(out, expected, "float64", image)
