@@ -83,7 +83,6 @@ def gaussian_blur_dask(image, sigma, **options: Any):
             meta=meta,
             sigma=spec.sigma,
             kwargs=kwargs,
-            pads=None,
         )
 
     # The map goes in as arrays shaped like the image (one per axis for a per-axis map):
@@ -146,7 +145,7 @@ def _check_lazy_map(sigma, shape, axes) -> None:
         check_sigma_values(np.asarray(sigma, dtype=np.float64), "the sigma map")
 
 
-def _blur_block(block, *, sigma, kwargs, pads):
+def _blur_block(block, *, sigma, kwargs):
     from .api import gaussian_blur
 
     return gaussian_blur(block, sigma, **kwargs)
