@@ -207,6 +207,10 @@ def test_worker_keeps_gui_responsive_and_cancels(viewer, qtbot):
     n_layers = len(viewer.layers)
     widget.run_button.native.click()
     qtbot.waitUntil(lambda: "/400 done" in widget.status.value, timeout=60_000)
+    # The worker reports to napari's activity dock through a progress bar of 400 steps.
+    from napari.utils.progress import progress
+
+    assert any(bar.total == 400 and bar.desc == "VarBlur" for bar in progress._all_instances)
     widget.cancel_button.native.click()
     qtbot.waitUntil(lambda: widget._worker is None, timeout=60_000)
     assert widget.status.value == "cancelled"
