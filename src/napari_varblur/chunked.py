@@ -31,16 +31,19 @@ def gaussian_blur_dask(image, sigma, **options: Any):
     from dask.array.overlap import ensure_minimum_chunksize
 
     placeholder = np.broadcast_to(np.zeros((), image.dtype), image.shape)
-    lazy_map = is_dask_array(sigma)
-    if lazy_map:
-        _check_lazy_map(sigma, image.shape, options.get("axes"))
+    maxima = None
+    if is_dask_array(sigma):
+        maxima = _check_lazy_map(sigma, image.shape, options.get("axes"))
         # Validate everything else with a stand-in map of the right shape.
         probe = np.broadcast_to(np.zeros((), np.float64), sigma.shape)
         spec = BlurSpec.from_args(placeholder, probe, **options)
     else:
         spec = BlurSpec.from_args(placeholder, sigma, **options)
+        if spec.sigma is None:  # a NumPy map: one max per distinct per-axis array
+            tops = {id(m): float(m.max()) for m in spec.sigma_map}
+            maxima = [tops[id(m)] for m in spec.sigma_map]
     backend = backends.resolve(spec.backend)
-    depths = _depths(spec, sigma, lazy_map)
+    depths = _depths(spec, maxima)
 
     depth = {a: 0 for a in range(image.ndim)}
     boundary: dict[int, Any] = {a: "none" for a in range(image.ndim)}
@@ -105,8 +108,8 @@ def gaussian_blur_dask(image, sigma, **options: Any):
     )
 
 
-def _depths(spec: BlurSpec, sigma, lazy_map: bool) -> list[int]:
-    """The largest radius needed on each blurred axis (for a map, from its maximum)."""
+def _depths(spec: BlurSpec, maxima: list[float] | None) -> list[int]:
+    """The largest radius needed on each blurred axis (for a map, from its maxima)."""
     k = len(spec.axes)
     if spec.sigma is not None:
         radii = [
@@ -114,13 +117,6 @@ def _depths(spec: BlurSpec, sigma, lazy_map: bool) -> list[int]:
             for s, r in zip(spec.sigma, spec.radius or (0,) * k)
         ]
     else:
-        per_axis = sigma.ndim == len(spec.shape) + 1
-        maxima = [sigma[..., i].max() for i in range(k)] if per_axis else [sigma.max()]
-        if lazy_map:
-            import dask
-
-            maxima = dask.compute(*maxima)  # one pass over the map for every axis
-        maxima = [float(m) for m in maxima] * (1 if per_axis else k)
         radii = [int(radius_of(m, spec.truncate)) for m in maxima]
     out = []
     for i, axis in enumerate(spec.axes):
@@ -130,19 +126,25 @@ def _depths(spec: BlurSpec, sigma, lazy_map: bool) -> list[int]:
     return out
 
 
-def _check_lazy_map(sigma, shape, axes) -> None:
-    """The sigma map's shape, dtype and values (one pass; the index of the first bad
+def _check_lazy_map(sigma, shape, axes) -> list[float]:
+    """Check a dask sigma map's shape, dtype and values, and return each axis's
+    largest sigma: one pass over the map for all of it (the index of the first bad
     value is looked up only when there is one)."""
     import dask
 
     if sigma.dtype.kind not in "biuf":
         raise TypeError(f"sigma: a sigma map must be real-valued, got dtype {sigma.dtype}")
-    map_layout(tuple(sigma.shape), shape, len(normalize_axes(axes, len(shape))))
+    k = len(normalize_axes(axes, len(shape)))
+    per_axis = map_layout(tuple(sigma.shape), shape, k)
+    maxima = [sigma[..., i].max() for i in range(k)] if per_axis else [sigma.max()]
     checks = [(sigma < 0).any()]
     if sigma.dtype.kind == "f":
         checks.append((~np.isfinite(sigma)).any())
-    if any(dask.compute(*checks)):
+    results = dask.compute(*maxima, *checks)
+    if any(results[len(maxima) :]):
         check_sigma_values(np.asarray(sigma, dtype=np.float64), "the sigma map")
+    tops = [float(t) for t in results[: len(maxima)]]
+    return tops if per_axis else tops * k
 
 
 def _blur_block(block, *, sigma, kwargs):
