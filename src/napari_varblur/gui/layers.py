@@ -49,6 +49,8 @@ class LayerBlur:
     axes: tuple[int, ...]
     options: dict[str, Any]
     settings: dict[str, Any] = field(default_factory=dict)
+    #: The lazy result (a dask graph) when the input or the map is a dask array.
+    graph: Any = None
 
     @classmethod
     def from_layer(
@@ -103,8 +105,9 @@ class LayerBlur:
         )
         # Validate now, on the caller's thread, so a bad choice fails before any work.
         # (A lazy result is only a graph: building it checks everything, dask maps too.)
+        graph = None
         if is_dask_array(image) or is_dask_array(sigma_arg):
-            gaussian_blur(_lazy(image), sigma_arg, axes=blurred, **options)
+            graph = gaussian_blur(_lazy(image), sigma_arg, axes=blurred, **options)
         else:
             BlurSpec.from_args(
                 np.broadcast_to(np.zeros((), np.float32), image.shape),
@@ -119,12 +122,12 @@ class LayerBlur:
             axes=list(blurred),
             **options,
         )
-        return cls(layer, image, sigma_arg, blurred, options, settings)
+        return cls(layer, image, sigma_arg, blurred, options, settings, graph)
 
     @property
     def lazy(self) -> bool:
         """Whether the result is a lazy dask array (computed as napari shows it)."""
-        return is_dask_array(self.image) or is_dask_array(self.sigma)
+        return self.graph is not None
 
     @property
     def batch_chunks(self) -> list[tuple[slice | int, ...]]:
@@ -142,10 +145,9 @@ class LayerBlur:
         between pieces.
         """
         start = time.perf_counter()
-        if self.lazy:
+        if self.lazy:  # the graph was built (and checked) by from_layer
             resolved = backends.resolve(self.options["backend"])
-            options = dict(self.options, backend=resolved)
-            out = gaussian_blur(_lazy(self.image), self.sigma, axes=self.axes, **options)
+            out = self.graph
             yield 1
             elapsed = time.perf_counter() - start
             device = backends.load(resolved).device_name()
