@@ -6,7 +6,6 @@ import numpy as np
 import numpy.typing as npt
 
 from . import backends
-from .chunked import gaussian_blur_dask, is_dask_array
 from .spec import BlurSpec
 
 
@@ -85,9 +84,11 @@ def gaussian_blur(
         backend=backend,
         precision=precision,
     )
-    if is_dask_array(image):
-        return gaussian_blur_dask(image, sigma, **options)
     spec = BlurSpec.from_args(image, sigma, **options)
+    if spec.lazy:
+        from .chunked import blur_lazy
+
+        return blur_lazy(spec)
     if spec.image.size == 0:
         return np.empty(spec.shape, dtype=spec.precision)
     return backends.load(backends.resolve(spec.backend)).blur(spec)

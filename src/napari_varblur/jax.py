@@ -2,7 +2,8 @@
 
 Works inside ``jax.jit`` and ``jax.vmap`` and is differentiable with respect to the
 image and the sigma map.  It computes in the image's dtype (enable JAX's x64 mode
-yourself for float64) and never changes the global JAX configuration.
+yourself for float64) and never changes the global JAX configuration.  Arguments go
+through the same normalisers as :func:`napari_varblur.gaussian_blur`.
 
 Example
 -------
@@ -22,13 +23,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .backends.jax_xla import correlate_axis, varying_blur
-from .plan import MAX_EXPONENT, axis_pass, map_plan, radius_of
+from .backends.jax_xla import correlate_axis, float64_ceil_product, varying_blur
+from .plan import global_plan, map_plan
+from .rules import MAX_EXPONENT
 from .spec import (
     BlurSpec,
+    check_image,
     map_layout,
     normalize_axes,
-    normalize_image_dtype,
+    normalize_cval,
     normalize_modes,
     normalize_radius,
     normalize_truncate,
@@ -58,7 +61,9 @@ def gaussian_blur(
         As in :func:`napari_varblur.gaussian_blur`.  Python numbers and NumPy/concrete
         arrays are validated and their radii computed in float64 on the host.  A traced
         array (inside ``jit``/``grad``/``vmap``) is treated as a sigma map (a scalar or
-        one value per axis is broadcast over the image) and needs ``max_radius``.
+        one value per axis is broadcast over the image) and needs ``max_radius``; its
+        radii follow the same float64 rule, exactly, also when x64 is off (XLA flushes
+        subnormal values, below 1.2e-38 in float32, to 0: such a sigma acts as 0).
     mode, cval, truncate, radius, axes
         As in :func:`napari_varblur.gaussian_blur`.
     max_radius
@@ -72,78 +77,75 @@ def gaussian_blur(
         The blurred image, same shape, float dtype.
     """
     image = jnp.asarray(image)
-    normalize_image_dtype(np.dtype(image.dtype))
-    if image.ndim == 0:
-        raise ValueError("image: a 0-d (scalar) image cannot be blurred; need ndim >= 1")
+    check_image(np.dtype(image.dtype), image.ndim)
     if not jnp.issubdtype(image.dtype, jnp.floating):
         image = image.astype(jnp.float32)
-    dtype = image.dtype
     blurred = normalize_axes(axes, image.ndim)
-    k = len(blurred)
-    modes = normalize_modes(mode, k)
-    trunc = normalize_truncate(truncate)
-
+    modes = normalize_modes(mode, len(blurred))
+    options = dict(cval=normalize_cval(cval), truncate=normalize_truncate(truncate))
     if isinstance(sigma, jax.core.Tracer):
         if radius is not None:
             raise ValueError("radius: cannot be combined with a traced sigma; use max_radius")
-        return _traced_map(image, sigma, blurred, modes, float(cval), trunc, max_radius)
-
+        return _traced_map(image, sigma, blurred, modes, max_radius=max_radius, **options)
     if isinstance(sigma, jax.Array):
         sigma = np.asarray(sigma)
     # Concrete sigma: the NumPy API's validation and plan, on a zero-cost placeholder.
     placeholder = np.broadcast_to(np.zeros((), np.float32), image.shape)
-    spec = BlurSpec.from_args(
-        placeholder, sigma, mode=modes, cval=cval, truncate=trunc, radius=radius, axes=blurred
-    )
+    spec = BlurSpec.from_args(placeholder, sigma, mode=modes, radius=radius, axes=blurred,
+                              **options)  # fmt: skip
     if spec.sigma is not None:
-        x = image
-        for i, axis in enumerate(blurred):
-            s = spec.sigma[i]
-            r = spec.radius[i] if spec.radius is not None else int(radius_of(s, trunc))
-            p = axis_pass(axis, image.shape[axis], s, r, modes[i], spec.cval)
-            if p is not None:
-                x = correlate_axis(
-                    x,
-                    axis,
-                    p.n,
-                    p.mode,
-                    p.left,
-                    jnp.asarray(p.weights, dtype),
-                    jnp.asarray(p.scale, dtype),
-                    jnp.asarray(p.fill, dtype),
-                )
-        return x
+        return _global(image, spec)
+    return _concrete_map(image, spec)
+
+
+def _global(image: jax.Array, spec: BlurSpec) -> jax.Array:
+    """Separable passes with the host plan's taps."""
+    x, dtype = image, image.dtype
+    for p in global_plan(spec):
+        weights, scale = jnp.asarray(p.weights, dtype), jnp.asarray(p.scale, dtype)
+        x = correlate_axis(x, p.axis, p.n, p.mode, p.left, weights, scale,
+                           jnp.asarray(p.fill, dtype))  # fmt: skip
+    return x
+
+
+def _concrete_map(image: jax.Array, spec: BlurSpec) -> jax.Array:
+    """A concrete map: radii and exponents from the host plan (float64 rule)."""
     plan = map_plan(spec)
-    radius_arr = jnp.stack([jnp.broadcast_to(jnp.asarray(m.radius()), image.shape) for m in plan])
+    dtype = image.dtype
+    radius = jnp.stack([jnp.broadcast_to(jnp.asarray(m.radius()), image.shape) for m in plan])
     exponent = jnp.stack(
         [jnp.broadcast_to(jnp.asarray(m.exponent(), dtype), image.shape) for m in plan]
     )
     layout = tuple((m.n, m.mode, m.pad) for m in plan)
-    return _run_varying(image, blurred, radius_arr, exponent, spec.cval, modes, layout)
+    return _run_varying(image, spec.axes, radius, exponent, spec.cval, spec.modes, layout)
 
 
-def _traced_map(image, sigma, blurred, modes, cval, truncate, max_radius):
+def _per_axis_sigma(sigma, image, k: int) -> list:
+    """A traced sigma (scalar, one per axis, or a map) as one image-shaped array per axis."""
+    if sigma.ndim == 0:
+        return [jnp.broadcast_to(sigma, image.shape)] * k
+    if sigma.shape == (k,) and image.ndim != 1:
+        return [jnp.broadcast_to(sigma[i], image.shape) for i in range(k)]
+    if map_layout(sigma.shape, image.shape, k):
+        return [jnp.broadcast_to(sigma[..., i], image.shape) for i in range(k)]
+    return [jnp.broadcast_to(sigma, image.shape)] * k
+
+
+def _traced_map(image, sigma, blurred, modes, *, cval, truncate, max_radius):
     k = len(blurred)
     if max_radius is None:
         raise ValueError(
             "max_radius: a traced sigma needs a static max_radius (an int or one per axis)"
         )
-    limits = normalize_radius(max_radius, k)
-    sigma = jnp.asarray(sigma, image.dtype)
-    if sigma.ndim == 0:
-        per_axis = [jnp.broadcast_to(sigma, image.shape)] * k
-    elif sigma.shape == (k,) and image.ndim != 1:
-        per_axis = [jnp.broadcast_to(sigma[i], image.shape) for i in range(k)]
-    elif map_layout(sigma.shape, image.shape, k):
-        per_axis = [jnp.broadcast_to(sigma[..., i], image.shape) for i in range(k)]
-    else:
-        per_axis = [jnp.broadcast_to(sigma, image.shape)] * k
+    limits = normalize_radius(max_radius, k, name="max_radius")
+    per_axis = _per_axis_sigma(jnp.asarray(sigma), image, k)
     radii, exponents, layout = [], [], []
     for i, axis in enumerate(blurred):
         n = image.shape[axis]
-        s = jnp.abs(per_axis[i])
-        pad = min(limits[i], n - 1) if modes[i] == "crop" else limits[i]
-        r = jnp.ceil(truncate * jax.lax.stop_gradient(s))
+        s = jnp.abs(per_axis[i].astype(image.dtype))
+        limit = modes[i].map_limit(n)
+        pad = limits[i] if limit is None else min(limits[i], limit)
+        r = float64_ceil_product(truncate, jax.lax.stop_gradient(jnp.abs(per_axis[i])))
         radii.append(jnp.clip(r, 0, pad).astype(jnp.int32))
         # Double-where keeps the gradient finite where sigma is 0.
         safe = jnp.where(s > 0, s, 1)
@@ -167,7 +169,7 @@ def _run_varying(image, blurred, radius, exponent, cval, modes, layout):
     work = to_work(image)
     radius = jnp.stack([to_work(r) for r in radius])
     exponent = jnp.stack([to_work(e) for e in exponent])
-    fills = tuple(jnp.asarray(cval if m == "constant" else 0.0, image.dtype) for m in modes)
+    fills = tuple(jnp.asarray(m.fill(cval), image.dtype) for m in modes)
     out = varying_blur(work, radius, exponent, fills, layout)
     moved = out.reshape(tuple(image.shape[a] for a in order))
     return jnp.transpose(moved, inverse)

@@ -1,8 +1,10 @@
 """Argument validation and normalisation, done once.
 
 :class:`BlurSpec` is the single place where user arguments are checked.  Every error a
-user can trigger with bad arguments is raised here, with a message that names the
-argument and the problem.  Backends receive a valid spec and only do arithmetic.
+user can trigger with bad arguments is raised here, at call time, with a message that
+names the argument and the problem: for NumPy and dask inputs alike, and the JAX-native
+API, the command line and the napari plugin call the same normalisers.  Backends receive
+a valid spec and only do arithmetic.
 """
 
 from __future__ import annotations
@@ -11,17 +13,22 @@ import math
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from .boundary import canonical_mode
+from .boundary import Mode, canonical_mode
+from .rules import MAX_GLOBAL_RADIUS, radius_of
 
 BACKENDS: tuple[str, ...] = ("auto", "numba", "jax", "reference")
 PRECISIONS: tuple[str, ...] = ("float32", "float64")
 
-#: Largest kernel radius we build for a global sigma; beyond it the kernel alone would
-#: take gigabytes.  (Radii larger than the axis are folded, so this is never needed.)
-MAX_GLOBAL_RADIUS = 50_000_000
+__all__ = ["MAX_GLOBAL_RADIUS", "BlurSpec"]
+
+
+def is_dask_array(value: object) -> bool:
+    """True for a dask array, without importing dask."""
+    return type(value).__module__.startswith("dask.array")
 
 
 def _is_number(value: object) -> bool:
@@ -44,12 +51,26 @@ def normalize_image_dtype(dtype: np.dtype) -> None:
         )
 
 
+def check_image(dtype: np.dtype, ndim: int) -> None:
+    """Raise unless an image of this dtype and ndim can be blurred."""
+    normalize_image_dtype(np.dtype(dtype))
+    if ndim == 0:
+        raise ValueError("image: a 0-d (scalar) image cannot be blurred; need ndim >= 1")
+
+
+def normalize_image(image: object) -> Any:
+    """The image as a NumPy array (a dask array stays lazy), checked for dtype and ndim."""
+    arr = image if is_dask_array(image) else np.asarray(image)
+    check_image(arr.dtype, arr.ndim)
+    return arr
+
+
 def normalize_axes(axes: object, ndim: int) -> tuple[int, ...]:
     """Return the blurred axes as non-negative ints, in the order given."""
     if axes is None:
         return tuple(range(ndim))
     items = [axes] if isinstance(axes, numbers.Integral) else axes
-    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+    if isinstance(items, (str, bytes)) or not isinstance(items, (Sequence, np.ndarray)):
         raise TypeError(f"axes: expected an int or a sequence of ints, got {axes!r}")
     out = []
     for a in items:
@@ -63,9 +84,9 @@ def normalize_axes(axes: object, ndim: int) -> tuple[int, ...]:
     return tuple(out)
 
 
-def normalize_modes(mode: object, naxes: int) -> tuple[str, ...]:
-    """Return one canonical mode name per blurred axis."""
-    if isinstance(mode, str):
+def normalize_modes(mode: object, naxes: int) -> tuple[Mode, ...]:
+    """Return one :class:`~napari_varblur.boundary.Mode` per blurred axis."""
+    if isinstance(mode, (str, Mode)):
         return (canonical_mode(mode),) * naxes
     if not isinstance(mode, Sequence):
         raise ValueError(f"mode: expected a mode name or one per blurred axis, got {mode!r}")
@@ -76,13 +97,20 @@ def normalize_modes(mode: object, naxes: int) -> tuple[str, ...]:
     return tuple(canonical_mode(m) for m in mode)
 
 
+def normalize_cval(cval: object) -> float:
+    """Any real number (NaN and inf too: they propagate like scipy's)."""
+    if not _is_number(cval):
+        raise ValueError(f"cval: must be a real number, got {cval!r}")
+    return float(cval)
+
+
 def normalize_truncate(truncate: object) -> float:
     if not _is_number(truncate) or not math.isfinite(truncate) or truncate <= 0:
         raise ValueError(f"truncate: must be a finite number > 0, got {truncate!r}")
     return float(truncate)
 
 
-def normalize_radius(radius: object, naxes: int) -> tuple[int, ...] | None:
+def normalize_radius(radius: object, naxes: int, name: str = "radius") -> tuple[int, ...] | None:
     """Return one non-negative int radius per blurred axis, or ``None``."""
     if radius is None:
         return None
@@ -90,16 +118,14 @@ def normalize_radius(radius: object, naxes: int) -> tuple[int, ...] | None:
     items = list(radius) if sequence else [radius] * naxes  # type: ignore[arg-type]
     if len(items) != naxes:
         raise ValueError(
-            f"radius: got {len(items)} values for {naxes} blurred axes; give one or one per axis"
+            f"{name}: got {len(items)} values for {naxes} blurred axes; give one or one per axis"
         )
-    out = []
     for r in items:
-        if not isinstance(r, numbers.Integral) or isinstance(r, bool):
-            raise ValueError(f"radius: must be a non-negative integer, got {r!r}")
-        if r < 0:
-            raise ValueError(f"radius: must be a non-negative integer, got {r!r}")
-        out.append(int(r))
-    return tuple(out)
+        if not isinstance(r, numbers.Integral) or isinstance(r, bool) or r < 0:
+            raise ValueError(f"{name}: must be a non-negative integer, got {r!r}")
+        if r > MAX_GLOBAL_RADIUS:
+            raise ValueError(f"{name}: {r} is too large (limit {MAX_GLOBAL_RADIUS})")
+    return tuple(int(r) for r in items)
 
 
 def normalize_precision(precision: object) -> np.dtype:
@@ -180,6 +206,119 @@ def map_layout(map_shape: tuple[int, ...], image_shape: tuple[int, ...], naxes: 
     )
 
 
+def map_for_axes(
+    values: Any, image_shape: tuple[int, ...], axes: tuple[int, ...], name: str = "sigma_map"
+) -> Any:
+    """A sigma map given either in the image's shape or in the shape of its blurred
+    axes (in the order of ``axes``), as an array that broadcasts to the image.
+
+    For adapters (CLI, napari) that accept a map of just the blurred axes: it is
+    transposed into the image's axis order (``axes=(2, 1)`` takes a map of shape
+    ``(n2, n1)``) and gets length-1 batch axes.  NumPy and dask arrays both work.  A
+    shape that fits the image as is wins over the blurred-axes reading.
+    """
+    shape = tuple(values.shape)
+    if shape == tuple(image_shape):
+        return values
+    spatial = tuple(image_shape[a] for a in axes)
+    if shape == spatial:
+        order = np.argsort(axes)  # given order -> ascending axis order
+        moved = values.transpose(tuple(int(i) for i in order))
+        return moved.reshape([image_shape[a] if a in axes else 1 for a in range(len(image_shape))])
+    raise ValueError(
+        f"{name}: shape {shape} fits neither the image's shape {tuple(image_shape)} nor "
+        f"the shape of its blurred axes {spatial} (axes {tuple(axes)})"
+    )
+
+
+def scale_map(values: Any, factors: Sequence[float]) -> Any:
+    """A map times one factor per blurred axis: isotropic when the factors agree,
+    else a per-axis map (a trailing axis of factors).  NumPy or dask."""
+    factors = [float(f) for f in factors]
+    if all(f == factors[0] for f in factors):
+        return values * factors[0]
+    return values[..., None] * np.asarray(factors)
+
+
+def check_radii(
+    shape: tuple[int, ...],
+    axes: tuple[int, ...],
+    modes: tuple[Mode, ...],
+    truncate: float,
+    sigma_max: tuple[float, ...],
+    *,
+    radius: tuple[int, ...] | None = None,
+    maps: tuple[np.ndarray, ...] | None = None,
+) -> None:
+    """Refuse radii no backend can build.  ``sigma_max`` is each axis's largest sigma;
+    ``maps`` (NumPy sigma maps, when there are any) locate the first offending pixel."""
+    for i, axis in enumerate(axes):
+        n = shape[axis]
+        if sigma_max[i] == 0:
+            continue
+        r = float(radius_of(sigma_max[i], truncate)) if radius is None else radius[i]
+        if maps is None and not r <= MAX_GLOBAL_RADIUS:  # also inf from overflow
+            raise ValueError(
+                f"sigma: radius {r:.0f} on axis {axis} is too large (limit "
+                f"{MAX_GLOBAL_RADIUS}); lower sigma or truncate"
+            )
+        allowed = modes[i].map_allowed(n)
+        if maps is not None and allowed is not None and r > allowed:
+            where = ""
+            if maps is not None and not is_dask_array(maps[i]):
+                too_far = radius_of(maps[i], truncate) > allowed
+                where = f" (at index {tuple(int(j) for j in np.argwhere(too_far)[0])})"
+            raise ValueError(
+                f"sigma: the sigma map needs radius {r:.0f} on axis {axis}{where}, far "
+                f"beyond that axis's {n} pixels; in mode {modes[i].name!r} a sigma map "
+                f"supports radii up to {allowed}. Use mode='crop', a smaller sigma or "
+                "truncate, or a global sigma"
+            )
+
+
+def _lazy_map_maxima(sigma: Any, per_axis: bool, k: int) -> tuple[float, ...]:
+    """Check a dask sigma map's values and return each axis's largest sigma, in one pass
+    over the map (the first bad value is located only when there is one)."""
+    import dask
+
+    maxima = [sigma[..., i].max() for i in range(k)] if per_axis else [sigma.max()]
+    checks = [(sigma < 0).any()]
+    if sigma.dtype.kind == "f":
+        checks.append((~np.isfinite(sigma)).any())
+    results = dask.compute(*maxima, *checks)
+    if any(results[len(maxima) :]):
+        check_sigma_values(np.asarray(sigma, dtype=np.float64), "the sigma map")
+    tops = tuple(float(t) for t in results[: len(maxima)])
+    return tops if per_axis else tops * k
+
+
+def normalize_sigma_map(
+    sigma: Any, image_shape: tuple[int, ...], k: int
+) -> tuple[tuple[Any, ...], bool, tuple[float, ...]]:
+    """A NumPy or dask sigma map -> (one array per blurred axis, isotropic?, maxima).
+
+    float32 and float64 maps keep their dtype (the float64 value of a float32 sigma is
+    exact); other real dtypes widen to float64.
+    """
+    if np.dtype(sigma.dtype).kind not in "biuf":
+        raise TypeError(f"sigma: a sigma map must be real-valued, got dtype {sigma.dtype}")
+    per_axis = map_layout(tuple(sigma.shape), image_shape, k)
+    if sigma.dtype not in (np.float32, np.float64):
+        sigma = sigma.astype(np.float64)
+    if is_dask_array(sigma):
+        maxima = _lazy_map_maxima(sigma, per_axis, k)
+    else:
+        check_sigma_values(sigma, "the sigma map")
+        if sigma.size == 0:
+            maxima = (0.0,) * k
+        elif per_axis:
+            maxima = tuple(float(v) for v in sigma.reshape(-1, k).max(axis=0))
+        else:
+            maxima = (float(sigma.max()),) * k
+    maps = tuple(sigma[..., i] for i in range(k)) if per_axis else (sigma,) * k
+    return maps, not per_axis, maxima
+
+
 @dataclass(frozen=True)
 class BlurSpec:
     """A validated, normalised blur request.
@@ -187,38 +326,47 @@ class BlurSpec:
     Attributes
     ----------
     image
-        The input as a NumPy array (the caller's object, never written to).
+        The input as a NumPy array (the caller's object, never written to), or a dask
+        array (then :mod:`napari_varblur.chunked` runs it chunk by chunk).
     axes
         Blurred axes, non-negative, in the order given.
     sigma
         One sigma per blurred axis for a global blur, else ``None``.
     sigma_map
-        For a spatially varying blur, one float32 or float64 array per blurred axis,
-        each broadcastable to ``image.shape`` (the same object on every axis for an
-        isotropic map); else ``None``.
+        For a spatially varying blur, one float32 or float64 array (NumPy or dask) per
+        blurred axis, each broadcastable to ``image.shape``; else ``None``.
+    isotropic
+        The map holds one sigma per pixel for every axis (``sigma_map`` repeats it).
+    sigma_max
+        Each blurred axis's largest sigma (the global sigma itself, or the map's maximum).
     radius
         One radius per blurred axis when given explicitly, else ``None``.
     modes
-        One canonical mode name per blurred axis.
+        One :class:`~napari_varblur.boundary.Mode` per blurred axis.
     """
 
-    image: np.ndarray
+    image: Any
     axes: tuple[int, ...]
     sigma: tuple[float, ...] | None
-    sigma_map: tuple[np.ndarray, ...] | None
+    sigma_map: tuple[Any, ...] | None
+    isotropic: bool
+    sigma_max: tuple[float, ...]
     radius: tuple[int, ...] | None
-    modes: tuple[str, ...]
+    modes: tuple[Mode, ...]
     cval: float
     truncate: float
     backend: str
     precision: np.dtype
-    #: Internal: a floor for each axis's padding in a sigma-map blur, so that chunks of
-    #: one array share static shapes (and JAX compiles once per chunk shape).
-    map_pads: tuple[int, ...] | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.image.shape
+        return tuple(self.image.shape)
+
+    @property
+    def lazy(self) -> bool:
+        """Whether the image or the map is a dask array."""
+        maps = self.sigma_map or ()
+        return is_dask_array(self.image) or any(is_dask_array(m) for m in maps)
 
     @classmethod
     def from_args(
@@ -235,55 +383,51 @@ class BlurSpec:
         precision: object = "float32",
     ) -> BlurSpec:
         """Validate the arguments of :func:`napari_varblur.gaussian_blur`."""
-        arr = np.asarray(image)
-        normalize_image_dtype(arr.dtype)
-        if arr.ndim == 0:
-            raise ValueError("image: a 0-d (scalar) image cannot be blurred; need ndim >= 1")
+        arr = normalize_image(image)
         blurred = normalize_axes(axes, arr.ndim)
         k = len(blurred)
         modes = normalize_modes(mode, k)
-        if not _is_number(cval):
-            raise ValueError(f"cval: must be a real number, got {cval!r}")
+        fill = normalize_cval(cval)
         trunc = normalize_truncate(truncate)
         rad = normalize_radius(radius, k)
         prec = normalize_precision(precision)
         name = normalize_backend(backend)
 
-        sig: tuple[float, ...] | None = None
-        smap: tuple[np.ndarray, ...] | None = None
+        sig = smap = None
+        isotropic = True
         if isinstance(sigma, np.ndarray) and sigma.ndim == 0:
             sigma = sigma.item()
-        if isinstance(sigma, np.ndarray) and not (sigma.ndim == 1 and arr.ndim != 1):
-            if sigma.dtype.kind not in "biuf":
-                raise TypeError(f"sigma: a sigma map must be real-valued, got dtype {sigma.dtype}")
+        if (is_dask_array(sigma) or isinstance(sigma, np.ndarray)) and not (
+            sigma.ndim == 1 and arr.ndim != 1
+        ):
             if rad is not None:
                 raise ValueError(
                     "radius: cannot be combined with a sigma map (each pixel's radius comes "
                     "from its sigma and truncate)"
                 )
-            per_axis = map_layout(sigma.shape, arr.shape, k)
-            # float32 maps stay float32 (their float64 value is exact); others widen.
-            keep = sigma.dtype in (np.float32, np.float64)
-            values = sigma if keep else sigma.astype(np.float64)
-            check_sigma_values(values, "the sigma map")
-            smap = tuple(values[..., i] for i in range(k)) if per_axis else (values,) * k
+            smap, isotropic, sigma_max = normalize_sigma_map(sigma, tuple(arr.shape), k)
         elif _is_number(sigma) or (
             isinstance(sigma, (Sequence, np.ndarray)) and not isinstance(sigma, (str, bytes))
         ):
             sig = normalize_global_sigma(sigma, k)
+            sigma_max = sig
+            isotropic = len(set(sig)) <= 1
         else:
             raise TypeError(
                 f"sigma: expected a number, one number per blurred axis, or a NumPy sigma "
                 f"map, got {type(sigma).__name__}"
             )
+        check_radii(tuple(arr.shape), blurred, modes, trunc, sigma_max, radius=rad, maps=smap)
         return cls(
             image=arr,
             axes=blurred,
             sigma=sig,
             sigma_map=smap,
+            isotropic=isotropic,
+            sigma_max=sigma_max,
             radius=rad,
             modes=modes,
-            cval=float(cval),
+            cval=fill,
             truncate=trunc,
             backend=name,
             precision=prec,

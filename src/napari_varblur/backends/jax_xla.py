@@ -98,7 +98,117 @@ def correlate_axis(x, axis: int, n: int, mode: str, left: int, weights, scale, f
     return acc * scale.reshape(_shape_along(axis, x.ndim, n))
 
 
-def varying_blur(work, radius, exponent, fills, layout):
+# --------------------------------------------------------------------------- radius
+
+
+def float64_ceil_product(truncate: float, sigma: jax.Array) -> jax.Array:
+    """The contract's radius ``ceil(truncate * sigma)`` as float64 gives it, for a traced
+    sigma, also when x64 is off (then sigma is float32 and so is every operation here).
+
+    ``truncate * sigma`` is split into exact float32 partial products (``truncate`` in
+    12-bit pieces on the host, sigma in two 12-bit halves by masking its mantissa:
+    12 x 12 bits fit float32's 24), and the sign of ``x - n - tau`` is found exactly
+    with an error-free expansion sum, where ``n`` is the integer nearest to x and
+    ``tau`` half a float64 ulp of ``n``: float64 rounds x down onto ``n`` exactly when
+    ``x - n <= tau``.  Returns a float array of integers (same dtype as the work).
+    """
+    if jax.config.jax_enable_x64:
+        return jnp.ceil(np.float64(truncate) * sigma.astype(jnp.float64))
+    s = sigma.astype(jnp.float32)
+    bits = lax.bitcast_convert_type(s, jnp.uint32)
+    s_hi = lax.bitcast_convert_type(bits & jnp.uint32(0xFFFFF000), jnp.float32)
+    s_lo = s - s_hi  # exact: the low 12 bits of the mantissa
+    terms = []
+    for piece in _pieces12(truncate):
+        terms += [jnp.float32(piece) * s_hi, jnp.float32(piece) * s_lo]  # exact products
+    n = jnp.round(jnp.float32(truncate) * s)
+    _, exponent = jnp.frexp(jnp.maximum(n, 1))
+    tau = jnp.where(n >= 1, jnp.ldexp(jnp.float32(1), exponent - 54), 0)
+    above = _sign_of_sum([*terms, -n, -tau]) > 0
+    return n + above.astype(n.dtype)
+
+
+def _pieces12(value: float) -> list[float]:
+    """``value`` as a sum of float64 numbers of at most 12 significant bits each (so
+    each is a float32 whose product with a 12-bit number is exact)."""
+    pieces, rest = [], float(value)
+    while rest != 0 and len(pieces) < 6:
+        _, e = math.frexp(rest)
+        piece = math.ldexp(math.trunc(math.ldexp(rest, 12 - e)), e - 12)
+        pieces.append(piece)
+        rest -= piece  # exact in float64
+    return pieces
+
+
+def _two_sum(a, b):
+    """Knuth's error-free sum: a + b == s + e exactly."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _sign_of_sum(terms):
+    """The exact sign of a sum of floats (Shewchuk's grow-expansion: the components are
+    non-overlapping and increase in magnitude, so the largest nonzero one has the sum's
+    sign)."""
+    expansion: list = []
+    for t in terms:
+        q, grown = t, []
+        for e in expansion:
+            q, h = _two_sum(q, e)
+            grown.append(h)
+        expansion = [*grown, q]
+    sign = jnp.zeros_like(terms[0])
+    for component in expansion:
+        sign = jnp.where(component != 0, jnp.sign(component), sign)
+    return sign
+
+
+#: The Gaussian recurrence restarts from exact exponentials every ``restart`` offsets
+#: (8 in float32, 16 in float64).  Between restarts w(d+1) = w(d) g(d) and
+#: g(d+1) = g(d) q2 with q2 = exp(-2h) rounded once: after i steps g is within ~1.5 i ulp
+#: and w within ~0.75 i^2 + i ulp of the exact values, so every weight is within ~50 ulp
+#: (3e-6) in float32 and ~210 ulp (5e-14) in float64 of exp(-d^2 h), at any sigma.
+#: Without restarts the rounding of q grows as d^2 ulp: 1e-3 at sigma 60 in float32.
+RESTART = {np.dtype(np.float32): 8, np.dtype(np.float64): 16}
+
+
+def gauss(d, h):
+    """``exp(-d^2 h)`` for an integer offset ``d`` (static or traced) and exponents ``h``."""
+    df = jnp.asarray(d).astype(h.dtype)
+    return jnp.exp(-(df * df) * h)
+
+
+def sum_over_offsets(h, reach, step, init, block: int):
+    """Run ``carry = step(d, w_d, carry)`` for d = 1 .. reach (and up to block - 1 past it:
+    ``step`` must mask offsets beyond each pixel's radius), w_d = exp(-d^2 h).
+
+    Offsets go in blocks of ``block``: exact at each block's first offset, the
+    recurrence (see :data:`RESTART`) within it; ``block=1`` is exact everywhere.  A
+    static ``reach`` keeps the loop differentiable in reverse mode; a traced one lets one
+    compiled program serve every radius up to the static padding.
+    """
+    q2 = jnp.exp(-2 * h)
+
+    def run_block(b, carry):
+        d0 = b * block + 1
+        w, g = gauss(d0, h), None
+        for j in range(block):
+            if j:
+                g = jnp.exp(-(2 * jnp.asarray(d0).astype(h.dtype) + 1) * h) if g is None else g
+                w, g = w * g, g * q2
+            carry = step(d0 + j, w, carry)
+        return carry
+
+    count = (reach + block - 1) // block
+    if isinstance(count, int) and count * block <= UNROLL_TAPS // 2:
+        for b in range(count):  # small and static: unrolled, so XLA fuses it
+            init = run_block(b, init)
+        return init
+    return lax.fori_loop(0, count, run_block, init)
+
+
+def varying_blur(work, radius, exponent, fills, layout, reach=None):
     """Spatially varying blur of ``work`` (batch axis first, then the blurred axes).
 
     Parameters
@@ -111,104 +221,111 @@ def varying_blur(work, radius, exponent, fills, layout):
     fills
         One fill value per axis (``cval`` for constant mode, else 0).
     layout
-        Static tuple of ``(n, mode, pad)`` per blurred axis.
+        Static tuple of ``(n, mode, pad)`` per blurred axis: the padding read on each side.
+    reach
+        The largest radius per axis (``<= pad``): static ints (default: the pads) or a
+        traced int array, so that one program serves every radius up to the padding.
 
     Notes
     -----
     Offsets ``+d`` and ``-d`` have the same weight, so every loop runs over ``d >= 0``
     and adds the two mirrored slices first: half the passes.  The outer axes' offsets
-    run in a ``fori_loop`` (one exp per pixel and offset); the last axis and the
-    normalisers get their weights ``exp(-d^2 h)`` from the recurrence
-    ``w_{d+1} = w_d g_d``, ``g_{d+1} = g_d q^2``, ``q = exp(-h)``: multiplies, not
-    exps.  Crop axes are padded with zeros, so out-of-bounds taps add nothing; taps
-    beyond a pixel's own radius are dropped with ``where`` so a NaN there cannot leak.
+    run in one loop with exact weights ``exp(-d^2 h)``; the last axis's weights come
+    from :func:`sum_over_offsets`'s recurrence, the same for the numerator and the
+    normaliser, so a constant image stays constant.  Crop axes are padded with zeros;
+    taps beyond a pixel's own radius are dropped with ``where`` so a NaN there cannot
+    leak.
     """
     k = len(layout)
-    dtype = work.dtype
     shape = work.shape
     radius = jnp.broadcast_to(radius, (k, *shape))
-    exponent = jnp.broadcast_to(exponent, (k, *shape)).astype(dtype)
-
-    # Crop axes are padded last, so their zeros also cover the corners where another
-    # axis's extension (e.g. a constant cval) would otherwise leak into dropped taps.
+    exponent = jnp.broadcast_to(exponent, (k, *shape)).astype(work.dtype)
+    if reach is None:
+        reach = tuple(pad for _, _, pad in layout)
     padded = work
-    for a in sorted(range(k), key=lambda a: layout[a][1] == "crop"):
+    for a in padding_order(layout):
         n, mode, pad = layout[a]
         padded = extend_axis(padded, a + 1, n, mode, pad, pad, fills[a])
+    block = RESTART[np.dtype(work.dtype)]
+    den = jnp.ones(shape, work.dtype)
+    for a in range(k):
+        den = den * _counted_sum(a, layout[a], radius[a], exponent[a], reach[a],
+                                 block if a == k - 1 else 1)  # fmt: skip
+    return _outer_sum(padded, radius, exponent, layout, reach, block) / den
 
-    def recurrence(a: int, count: int, step, init):
-        """Run ``step(d, w, carry)`` for d = 1..count with w = exp(-d^2 h_a)."""
-        q = jnp.exp(-exponent[a])
-        q2 = q * q
 
-        def body(d, state):
-            carry, w, g = state
-            w = w * g
-            return step(d, w, carry), w, g * q2
+def padding_order(layout) -> list[int]:
+    """Crop axes last, so their zeros also cover the corners where another axis's
+    extension (e.g. a constant cval) would otherwise leak into dropped taps (the same
+    rule as :func:`napari_varblur.plan.padding_order`)."""
+    return sorted(range(len(layout)), key=lambda a: layout[a][1].crop)
 
-        state = (init, jnp.ones(shape, dtype), q)
-        if count <= UNROLL_TAPS // 2:
-            for d in range(1, count + 1):
-                state = body(d, state)
-        else:
-            state = lax.fori_loop(1, count + 1, body, state)
-        return state[0]
 
-    # Normaliser: the product over axes of the counted weights' sum.
-    denominator = jnp.ones(shape, dtype)
-    for a, (n, mode, pad) in enumerate(layout):
-        pos = lax.broadcasted_iota(jnp.int32, shape, a + 1)
+def _counted_sum(a, axis_layout, radius, h, reach, block):
+    """The sum of the weights a pixel counts on axis ``a`` (in bounds, within radius)."""
+    n, mode, _ = axis_layout
+    shape = radius.shape
+    pos = lax.broadcasted_iota(jnp.int32, shape, a + 1)
 
-        def den_step(d, w, total, a=a, n=n, mode=mode, pos=pos):
-            keep = d <= radius[a]
-            plus, minus = keep, keep
-            if mode == "crop":
-                plus, minus = keep & (pos + d < n), keep & (pos - d >= 0)
-            return total + jnp.where(plus, w, 0) + jnp.where(minus, w, 0)
+    def step(d, w, total):
+        keep = (d <= radius) & (d <= reach)  # blocks may run past the reach
+        plus, minus = keep, keep
+        if mode.crop:
+            plus, minus = keep & (pos + d < n), keep & (pos - d >= 0)
+        return total + jnp.where(plus, w, 0) + jnp.where(minus, w, 0)
 
-        denominator = denominator * recurrence(a, pad, den_step, jnp.ones(shape, dtype))
+    return sum_over_offsets(h, reach, step, jnp.ones(shape, h.dtype), block)
 
+
+def _outer_sum(padded, radius, exponent, layout, reach, block):
+    """The numerator: every outer offset (mirrored rows added first) times the
+    weighted sum along the last axis."""
+    k = len(layout)
+    shape = radius.shape[1:]
     n_last, _, pad_last = layout[-1]
 
-    def row_sum(block):
-        """Weighted sum over the last axis of a block padded by ``pad_last`` there."""
-        centre = lax.slice_in_dim(block, pad_last, pad_last + n_last, axis=k)
+    def row_sum(rows):
+        """Weighted sum over the last axis of rows padded by ``pad_last`` there."""
+        centre = lax.slice_in_dim(rows, pad_last, pad_last + n_last, axis=k)
 
         def step(d, w, acc):
-            plus = lax.dynamic_slice_in_dim(block, pad_last + d, n_last, axis=k)
-            minus = lax.dynamic_slice_in_dim(block, pad_last - d, n_last, axis=k)
-            return acc + jnp.where(d <= radius[-1], w * (plus + minus), 0)
+            plus = lax.dynamic_slice_in_dim(rows, pad_last + d, n_last, axis=k)
+            minus = lax.dynamic_slice_in_dim(rows, pad_last - d, n_last, axis=k)
+            keep = (d <= radius[-1]) & (d <= reach[-1])  # blocks may run past the reach
+            return acc + jnp.where(keep, w * (plus + minus), 0)
 
-        return recurrence(k - 1, pad_last, step, centre)
+        return sum_over_offsets(exponent[-1], reach[-1], step, centre, block)
 
     outer = layout[:-1]
+    spans = [r + 1 for r in reach[:-1]]
+    if not isinstance(reach, tuple):  # traced: one integer type for the loop
+        spans = [jnp.asarray(r, jnp.int32) for r in spans]
     sizes = (shape[0], *(n for n, _, _ in outer), n_last + 2 * pad_last)
-    count = math.prod(pad + 1 for _, _, pad in outer)
     signs = list(itertools.product((1, -1), repeat=len(outer)))
 
     def outer_body(f, acc):
         offsets = []
-        for _, _, pad in reversed(outer):
-            offsets.append(f % (pad + 1))
-            f = f // (pad + 1)
+        for span in reversed(spans):
+            offsets.append(f % span)
+            f = f // span
         offsets.reverse()
         # The mirrored rows (+d, -d on every outer axis) share one weight: add them
         # first.  At d = 0 both signs read the same row, hence the halving.
-        block = None
+        rows = None
         for sign in signs:
             starts = [0, *(pad + s * d for (_, _, pad), s, d in zip(outer, sign, offsets)), 0]
+            starts = [jnp.asarray(v, jnp.int32) for v in starts]  # one integer type
             piece = lax.dynamic_slice(padded, starts, sizes)
-            block = piece if block is None else block + piece
-        w_outer = jnp.ones(shape, dtype)
+            rows = piece if rows is None else rows + piece
+        w_outer = jnp.ones(shape, padded.dtype)
         counts = jnp.ones(shape, bool)
         for a, d in enumerate(offsets):
-            w_outer = w_outer * jnp.exp(-(d * d).astype(dtype) * exponent[a])
-            w_outer = w_outer * jnp.where(d == 0, 0.5, 1.0).astype(dtype)
+            w_outer = w_outer * gauss(d, exponent[a]) * jnp.where(d == 0, 0.5, 1.0)
             counts = counts & (d <= radius[a])
-        return acc + jnp.where(counts, w_outer * row_sum(block), 0)
+        return acc + jnp.where(counts, w_outer * row_sum(rows), 0)
 
-    numerator = lax.fori_loop(0, count, outer_body, jnp.zeros(shape, dtype))
-    return numerator / denominator
+    return lax.fori_loop(0, math.prod(spans) if spans else 1, outer_body,
+                         jnp.zeros(shape, padded.dtype))  # fmt: skip
 
 
 # --------------------------------------------------------------------------- backend
@@ -224,39 +341,58 @@ def _separable(x, weights, scales, fills, layout):
 _varying_jit = jax.jit(varying_blur, static_argnames=("layout",))
 
 
-def blur(spec: BlurSpec) -> np.ndarray:
+def padding_bucket(pad: int, limit: int) -> int:
+    """The static padding for a largest radius ``pad``: the next power of two (at most
+    ``limit``), so that sweeping sigma over a factor of 3.5 compiles at most 3 programs;
+    the loops still stop at the true radius (a traced bound)."""
+    bucket = pad if pad <= 2 else 1 << (pad - 1).bit_length()
+    return min(bucket, max(pad, limit))
+
+
+def blur(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray:
     dtype = spec.precision
     # float64 must really be float64: switch x64 on for this call only (and off for
     # float32), leaving the user's global JAX configuration as it was.
     with jax.enable_x64(dtype == np.float64):
-        x = jnp.asarray(spec.image.astype(dtype, copy=False))
         if spec.sigma is not None:
-            passes = global_plan(spec)
-            out = _separable(
-                x,
-                tuple(jnp.asarray(p.weights, dtype) for p in passes),
-                tuple(jnp.asarray(p.scale, dtype) for p in passes),
-                tuple(jnp.asarray(p.fill, dtype) for p in passes),
-                layout=tuple((p.axis, p.n, p.mode, p.left) for p in passes),
-            )
-            return np.asarray(out)
-        plan = map_plan(spec)
-        work = working_layout(spec.image, spec.axes).astype(dtype)
+            out = _global_blur(spec)
+        else:
+            out = _map_blur(spec, map_plan(spec, pad_floor))
+    # A new, writeable array that owns its memory (JAX's own buffers are read-only).
+    return np.array(out, dtype=dtype)
 
-        def per_pixel(values: np.ndarray, kind) -> jax.Array:
-            return jnp.asarray(working_layout(np.broadcast_to(values, spec.shape), spec.axes), kind)
 
-        # An isotropic map sends one radius and one exponent array, broadcast over axes.
-        # Its radius is capped at the largest limit only: the loops never go past an
-        # axis's own pad, so the per-axis cap needs no array of its own.
-        shared = all(m.sigma is plan[0].sigma for m in plan)
-        axes_data = plan[:1] if shared else plan
-        limit = max(m.limit for m in plan) if shared else None
-        out = _varying_jit(
-            jnp.asarray(work),
-            jnp.stack([per_pixel(m.radius(limit), jnp.int32) for m in axes_data]),
-            jnp.stack([per_pixel(m.exponent(dtype), dtype) for m in axes_data]),
-            tuple(jnp.asarray(m.fill, dtype) for m in plan),
-            layout=tuple((m.n, m.mode, m.pad) for m in plan),
-        )
-        return from_working_layout(np.asarray(out), spec.shape, spec.axes)
+def _global_blur(spec: BlurSpec) -> np.ndarray:
+    dtype = spec.precision
+    passes = global_plan(spec)
+    out = _separable(
+        jnp.asarray(spec.image.astype(dtype, copy=False)),
+        tuple(jnp.asarray(p.weights, dtype) for p in passes),
+        tuple(jnp.asarray(p.scale, dtype) for p in passes),
+        tuple(jnp.asarray(p.fill, dtype) for p in passes),
+        layout=tuple((p.axis, p.n, p.mode, p.left) for p in passes),
+    )
+    return np.asarray(out)
+
+
+def _map_blur(spec: BlurSpec, plan: list) -> np.ndarray:
+    dtype = spec.precision
+    work = working_layout(spec.image, spec.axes).astype(dtype)
+
+    def per_pixel(values: np.ndarray, kind) -> jax.Array:
+        return jnp.asarray(working_layout(np.broadcast_to(values, spec.shape), spec.axes), kind)
+
+    # An isotropic map sends one radius and one exponent array, broadcast over axes.
+    # Its radius is capped at the largest limit only: the loops never go past an
+    # axis's own reach, so the per-axis cap needs no array of its own.
+    axes_data = plan[:1] if spec.isotropic else plan
+    limit = max(m.limit for m in plan) if spec.isotropic else None
+    out = _varying_jit(
+        jnp.asarray(work),
+        jnp.stack([per_pixel(m.radius(limit), jnp.int32) for m in axes_data]),
+        jnp.stack([per_pixel(m.exponent(dtype), dtype) for m in axes_data]),
+        tuple(jnp.asarray(m.fill, dtype) for m in plan),
+        layout=tuple((m.n, m.mode, padding_bucket(m.pad, m.limit)) for m in plan),
+        reach=jnp.asarray([m.pad for m in plan], jnp.int32),
+    )
+    return from_working_layout(np.asarray(out), spec.shape, spec.axes)

@@ -2,25 +2,38 @@
 
 Global sigma: one 1-D pass per axis; each pass copies a block of lines into an extended
 buffer (so edge modes cost nothing in the inner loop) and slides the taps over it with
-a contiguous innermost loop.  Sigma map: every pixel computes its own per-axis weights
-(``r + 1`` exps per axis, since the Gaussian factors) and sums its own window.
+a contiguous innermost loop.  Sigma map: tiles of neighbouring pixels along the last
+axis share one window, vectorised across the tile, with per-pixel weight tables from one
+Gaussian recurrence (:func:`_gauss_table`); a tile whose window holds NaN or inf is
+summed pixel by pixel over each pixel's own window, so a non-finite value never reaches
+a pixel whose window does not hold it.
+
+Every kernel is compiled for one array type per precision: maps are handed over as
+C-contiguous float64 arrays with 0/1 broadcast flags, so a new map dtype or layout
+never triggers a new compilation.  Parallel kernels run under a lock when Numba's
+threading layer is not threadsafe (``workqueue``), so napari's worker threads and
+dask's threaded scheduler can call this backend concurrently.
 """
 
 from __future__ import annotations
+
+import contextlib
+import threading
 
 import numba
 import numpy as np
 from numba import njit, prange
 
 from ..plan import (
-    MAX_EXPONENT,
     AxisPass,
     MapAxis,
     from_working_layout,
     global_plan,
     map_plan,
+    padding_order,
     working_layout,
 )
+from ..rules import MAX_EXPONENT
 from ..spec import BlurSpec
 
 
@@ -32,31 +45,61 @@ def device_name() -> str:
     return f"cpu ({numba.get_num_threads()} threads)"
 
 
-def blur(spec: BlurSpec) -> np.ndarray:
+def blur(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray:
     # Kernels write only into new arrays, so the input is read in place when it already
-    # has the working dtype.
+    # has the working dtype; an untouched image is copied (never the caller's array).
     x = spec.image.astype(spec.precision, copy=False)
     if spec.sigma is not None:
-        for p in global_plan(spec):
+        passes = global_plan(spec)
+        if not passes:
+            return x.copy()
+        for p in passes:
             x = _correlate_axis(x, p)
         return x
-    return _varying_blur(x, spec, map_plan(spec))
+    return _varying_blur(x, spec, map_plan(spec, pad_floor))
+
+
+# ------------------------------------------------------------------- thread safety
+
+_LOCK = threading.Lock()
+#: Whether the active threading layer is threadsafe; unknown until the first launch.
+_THREADSAFE: bool | None = None
+
+
+@contextlib.contextmanager
+def _parallel_section():
+    """Serialise parallel kernel launches unless the threading layer is threadsafe
+    (``tbb`` and ``omp`` are; ``workqueue``, Numba's fallback, aborts the process when
+    two threads launch at once)."""
+    global _THREADSAFE
+    if _THREADSAFE:
+        yield
+        return
+    with _LOCK:
+        yield
+        if _THREADSAFE is None:
+            _THREADSAFE = numba.threading_layer() != "workqueue"
+
+
+# ------------------------------------------------------------------- global sigma
 
 
 def _correlate_axis(x: np.ndarray, p: AxisPass) -> np.ndarray:
     outer = int(np.prod(x.shape[: p.axis], dtype=np.int64))
     inner = int(np.prod(x.shape[p.axis + 1 :], dtype=np.int64))
-    lines = np.ascontiguousarray(x).reshape(outer, p.n, inner)
+    lines = _kernel_array(x, x.dtype).reshape(outer, p.n, inner)
     out = np.empty_like(lines)
     weights = p.weights.astype(x.dtype)
     scale = p.scale.astype(x.dtype)
     fill = x.dtype.type(p.fill)
-    if inner == 1:
-        # Along the contiguous axis: one extended row at a time, vectorised over positions.
-        _rows_kernel(lines[:, :, 0], out[:, :, 0], p.source(), fill, weights, scale)
-    else:
-        # Along a strided axis: whole rows of the other axes at once, vectorised over them.
-        _columns_kernel(lines, out, p.source(), fill, weights, scale, _ROW_BLOCK)
+    with _parallel_section():
+        if inner == 1:
+            # Along the contiguous axis: one extended row at a time, vectorised over
+            # positions.
+            _rows_kernel(lines[:, :, 0], out[:, :, 0], p.source(), fill, weights, scale)
+        else:
+            # Along a strided axis: whole rows of the other axes at once.
+            _columns_kernel(lines, out, p.source(), fill, weights, scale, _ROW_BLOCK)
     return out.reshape(x.shape)
 
 
@@ -99,25 +142,32 @@ def _columns_kernel(lines, out, source, fill, weights, scale, block):  # pragma:
         for i in range(i0, min(n, i0 + block)):
             dst = out[o, i]
             dst[:] = 0
-            filled = 0.0  # weight of the taps that read the fill value (constant mode)
+            # Taps that read the fill value (constant mode) add w * cval each, exactly
+            # as scipy does: with cval NaN or inf only they make the output non-finite.
+            filled = out.dtype.type(0)
             for t in range(taps):
                 s = source[i + t]
                 w = weights[t]
                 if s < 0:
-                    filled += w
+                    filled += w * fill
                     continue
                 row = lines[o, s]
                 for c in range(inner):
                     dst[c] += w * row[c]
-            extra = filled * fill
             sc = scale[i]
             for c in range(inner):
-                dst[c] = (dst[c] + extra) * sc
+                dst[c] = (dst[c] + filled) * sc
+
+
+# ------------------------------------------------------------------- sigma maps
 
 
 def _varying_blur(x: np.ndarray, spec: BlurSpec, plan: list[MapAxis]) -> np.ndarray:
     work = working_layout(x, spec.axes)
     padded = _padded(work, plan)
+    # One pass over the padded image: tiles need a per-tile check only if it holds
+    # NaN or inf anywhere (the image, or a non-finite cval in the extension).
+    finite = bool(np.isfinite(padded).all())
     out = np.empty(work.shape, dtype=x.dtype)
     if len(plan) > 3:
         _generic_varying(padded, work.shape, x, spec, plan, out)
@@ -128,25 +178,58 @@ def _varying_blur(x: np.ndarray, spec: BlurSpec, plan: list[MapAxis]) -> np.ndar
     lead = work.shape[:1] + (1,) * missing
     padded = padded.reshape(lead + padded.shape[1:])
     target = out.reshape(lead + work.shape[1:])
-    sigmas = [np.broadcast_to(np.zeros(1), target.shape)] * missing + [
-        working_layout(np.broadcast_to(m.sigma, x.shape), spec.axes).reshape(target.shape)
-        for m in plan
+    maps = [(_ZERO_MAP, np.zeros(4, np.int64))] * missing + [
+        _compact_map(m.sigma, spec.shape, spec.axes, missing) for m in plan
     ]
-    # Tiles of neighbouring pixels share one window, vectorised across the tile; taps
-    # beyond a pixel's own radius get weight 0 there.  0 * NaN is NaN, so an image with
-    # NaN or inf takes the per-pixel path, which never reads outside a pixel's window.
-    tiled = bool(np.isfinite(work).all())
-    _varying3d(
-        padded,
-        np.array([0] * missing + [m.pad for m in plan], np.int64),
-        np.array([True] * missing + [m.crop for m in plan], np.bool_),
-        np.array([0] * missing + [m.limit for m in plan], np.int64),
-        *sigmas,
-        spec.truncate,
-        tiled,
-        target,
-    )
+    with _parallel_section():
+        _varying3d(
+            padded,
+            np.array([0] * missing + [m.pad for m in plan], np.int64),
+            np.array([True] * missing + [m.crop for m in plan], np.bool_),
+            np.array([0] * missing + [m.limit for m in plan], np.int64),
+            maps[0][0],
+            maps[1][0],
+            maps[2][0],
+            np.stack([flags for _, flags in maps]),
+            spec.truncate,
+            finite,
+            target,
+        )
     return from_working_layout(out, x.shape, spec.axes)
+
+
+_ZERO_MAP = np.zeros((1, 1, 1, 1), np.float64)
+
+
+def _compact_map(sigma, shape, axes, missing: int) -> tuple[np.ndarray, np.ndarray]:
+    """A sigma map as a C-contiguous float64 array in the 3-D working layout, without
+    its broadcast axes, and the 0/1 flags that say which working axes it varies along.
+
+    One array type for every map dtype and layout (one compiled kernel), and no copy
+    of the broadcast axes.
+    """
+    full = np.broadcast_to(sigma, shape)
+    # Keep length 1 where the map does not vary (a length-1 or a zero-stride axis).
+    index = tuple(
+        slice(0, 1) if n == 1 or stride == 0 else slice(None)
+        for n, stride in zip(full.shape, full.strides)
+    )
+    compact = full[index]
+    work = working_layout(compact, axes)
+    batch = int(np.prod([shape[a] for a in range(len(shape)) if a not in axes], dtype=np.int64))
+    if work.shape[0] not in (1, batch):  # some batch axes vary, others do not
+        work = working_layout(np.broadcast_to(compact, shape), axes)
+    work = work.reshape(work.shape[:1] + (1,) * missing + work.shape[1:])
+    target = (batch,) + (1,) * missing + tuple(shape[a] for a in axes)
+    flags = np.array([int(c == t and t > 1) for c, t in zip(work.shape, target)], np.int64)
+    return _kernel_array(work, np.float64), flags
+
+
+def _kernel_array(a: np.ndarray, dtype) -> np.ndarray:
+    """C-contiguous and writeable (Numba compiles read-only arrays separately), copied
+    only when it is neither."""
+    out = np.ascontiguousarray(a, dtype=dtype)
+    return out if out.flags.writeable else out.copy()
 
 
 def _generic_varying(padded, shape, x, spec, plan, out) -> None:
@@ -156,29 +239,26 @@ def _generic_varying(padded, shape, x, spec, plan, out) -> None:
         full = np.broadcast_to(values, x.shape)
         return np.ascontiguousarray(working_layout(full, spec.axes), dtype=dtype).ravel()
 
-    flat = out.reshape(-1)
-    _varying_kernel(
-        np.ascontiguousarray(padded).ravel(),
-        np.array(padded.shape, dtype=np.int64),
-        np.array(shape, dtype=np.int64),
-        np.array([m.pad for m in plan], dtype=np.int64),
-        np.array([m.crop for m in plan], dtype=np.bool_),
-        np.stack([per_pixel(m.radius(), np.int32) for m in plan]),
-        np.stack([per_pixel(m.exponent(), np.float64) for m in plan]),
-        flat,
-        max(m.pad for m in plan),
-    )
+    with _parallel_section():
+        _varying_kernel(
+            np.ascontiguousarray(padded).ravel(),
+            np.array(padded.shape, dtype=np.int64),
+            np.array(shape, dtype=np.int64),
+            np.array([m.pad for m in plan], dtype=np.int64),
+            np.array([m.crop for m in plan], dtype=np.bool_),
+            np.stack([per_pixel(m.radius(), np.int32) for m in plan]),
+            np.stack([per_pixel(m.exponent(), np.float64) for m in plan]),
+            out.reshape(-1),
+            max(m.pad for m in plan),
+        )
 
 
 def _padded(work: np.ndarray, plan: list[MapAxis]) -> np.ndarray:
-    """``work`` extended on every blurred axis by its largest radius, in its mode.
-
-    Crop axes are padded (with zeros) last, so that the corners they share with another
-    axis's extension are zeros too: the vectorised kernels read them with nonzero
-    weights and rely on them adding nothing.
-    """
+    """``work`` extended on every blurred axis by its padding, in its mode, in
+    :func:`~napari_varblur.plan.padding_order` (crop axes, padded with zeros, last)."""
     padded = work
-    for a, m in sorted(enumerate(plan, start=1), key=lambda item: item[1].crop):
+    for i in padding_order(plan):
+        m, a = plan[i], i + 1
         if m.pad == 0:
             continue
         source = m.source()
@@ -186,50 +266,60 @@ def _padded(work: np.ndarray, plan: list[MapAxis]) -> np.ndarray:
         if (source < 0).any():
             mask_shape = (1,) * a + (len(source),) + (1,) * (work.ndim - a - 1)
             padded = np.where((source < 0).reshape(mask_shape), padded.dtype.type(m.fill), padded)
-    return np.ascontiguousarray(padded, dtype=work.dtype)
+    return _kernel_array(padded, work.dtype)
 
 
-# Per-pixel kernels.  Each pixel evaluates the contract's radius ceil(truncate * sigma)
-# in float64 from its float64 sigma, then its weights exp(-d^2 h), h = 1/(2 sigma^2),
-# by the recurrence w(d+1) = w(d) g(d), g(d+1) = g(d) q^2, q = exp(-h): one exp per
-# axis, exact to a few ulps in float64.
+#: The Gaussian recurrence restarts from exact exponentials every RESTART offsets.
+#: Between restarts w(d+1) = w(d) g(d) and g(d+1) = g(d) q2, with q2 = exp(-2h) rounded
+#: once: after i steps g carries at most ~1.5 i ulp of error and w ~0.75 i^2 + i ulp,
+#: so with 16 steps in float64 every weight is within ~210 ulp (5e-14) of exp(-d^2 h),
+#: at any sigma.  Without restarts the rounding of q alone grows as d^2 ulp: 1.5e-12 at
+#: sigma 3500 (the contract's float64 bound is 1e-12).
+RESTART = 16
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST, error_model="numpy")
+def _gauss_table(table, pad, radius, h, width, w, g, q2):  # pragma: no cover - jitted
+    """Fill rows pad - R .. pad + R of ``table`` (R = the lanes' largest radius) with
+    each lane's weights exp(-d^2 h), 0 beyond the lane's own radius; return R.
+    Vectorised across lanes: one recurrence step per offset for all of them."""
+    big = 0
+    for v in range(width):
+        big = max(big, radius[v])
+        table[pad, v] = 1.0
+        q2[v] = np.exp(-2.0 * h[v])
+    for d in range(1, big + 1):
+        if (d - 1) % RESTART == 0:
+            for v in range(width):
+                w[v] = np.exp(-(d * d) * h[v])
+                g[v] = np.exp(-(2 * d + 1) * h[v])
+        else:
+            for v in range(width):
+                w[v] *= g[v]
+                g[v] *= q2[v]
+        for v in range(width):
+            value = w[v] if d <= radius[v] else 0.0
+            table[pad + d, v] = value
+            table[pad - d, v] = value
+    return big
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def _radius_exponent(sigma, truncate, limit):  # pragma: no cover - jitted
-    s = np.float64(sigma)
-    r = np.ceil(truncate * s)
+    """The contract's per-pixel radius ceil(truncate * sigma) in float64, capped at
+    ``limit``, and h = 1/(2 sigma^2) (0 where sigma is 0)."""
+    r = np.ceil(truncate * sigma)
     if r > limit:
         r = limit
     h = 0.0
-    if s > 0:
-        h = min(0.5 / (s * s), MAX_EXPONENT)
+    if sigma > 0:
+        h = min(0.5 / (sigma * sigma), MAX_EXPONENT)
     return np.int64(r), h
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _weights(out, r, h, lo, hi):  # pragma: no cover - jitted
-    """out[r + d] = exp(-d^2 h) for |d| <= r; return the sum over lo <= d <= hi."""
-    q = np.exp(-h)
-    q2 = q * q
-    w = 1.0
-    g = q
-    out[r] = 1.0
-    total = 1.0
-    for d in range(1, r + 1):
-        w *= g
-        g *= q2
-        out[r + d] = w
-        out[r - d] = w
-        if d <= hi:
-            total += w
-        if -d >= lo:
-            total += w
-    return total
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _range(r, i, n, crop):  # pragma: no cover - jitted
+    """The counted offsets lo..hi of a pixel at ``i`` with radius ``r``."""
     if crop:
         return max(-r, -i), min(r, n - 1 - i)
     return -r, r
@@ -251,155 +341,133 @@ def _axpy(acc, weights, values, start, width):  # pragma: no cover - jitted
         acc[v] += weights[v] * src[v]
 
 
-@njit(cache=True, nogil=True, fastmath=_FAST, error_model="numpy")
-def _tile_table(table, pad, radius, q, lo, hi, width, den, w, g):  # pragma: no cover
-    """Fill rows pad - R .. pad + R of ``table`` (R = max radius of the tile) with each
-    pixel's weights exp(-d^2 h) = q^(d^2), 0 beyond its own radius, and multiply
-    ``den`` by each pixel's counted weight sum (lo <= d <= hi).  Vectorised across
-    the tile: one recurrence step per offset for all pixels at once.
-    """
-    big = 0
+@njit(cache=True, nogil=True, error_model="numpy")
+def _tile_axis(
+    s, f, a, b, i, j, m0, width, crop, limit, truncate, n, rad, lo, hi, hs
+):  # pragma: no cover
+    """Each lane's radius, h and counted range on axis ``a`` (0, 1, 2) of the tile;
+    ``s`` is the axis's compact map and ``f`` its broadcast flags."""
     for v in range(width):
-        big = max(big, radius[v])
-        w[v] = 1.0
-        g[v] = q[v]
-        table[pad, v] = 1.0
-    sums = np.ones(width, np.float64)
-    for d in range(1, big + 1):
-        for v in range(width):
-            w[v] *= g[v]
-            g[v] *= q[v] * q[v]
-            value = w[v] if d <= radius[v] else 0.0
-            table[pad + d, v] = value
-            table[pad - d, v] = value
-            sums[v] += (value if d <= hi[v] else 0.0) + (value if -d >= lo[v] else 0.0)
-    for v in range(width):
-        den[v] *= sums[v]
-    return big
+        m = m0 + v
+        r, h = _radius_exponent(s[b * f[0], i * f[1], j * f[2], m * f[3]], truncate, limit)
+        rad[a, v] = r
+        hs[a, v] = h
+        position = i if a == 0 else j if a == 1 else m
+        lo[a, v], hi[a, v] = _range(r, position, n, crop)
 
 
-@njit(cache=True, nogil=True, inline="always", error_model="numpy")
-def _tile_axis(sigma, v, position, n, crop, limit, truncate, radius, q, lo, hi):  # pragma: no cover
-    """One pixel's radius, q = exp(-h) and counted range on one axis, into lane v."""
-    r, h = _radius_exponent(sigma, truncate, limit)
-    radius[v] = r
-    q[v] = np.exp(-h)
-    lo[v], hi[v] = _range(r, position, n, crop)
+@njit(cache=True, nogil=True, error_model="numpy")
+def _window_finite(xp, b, i, j, m0, width, pads, bigs):  # pragma: no cover - jitted
+    """Whether the tile's shared window holds only finite values."""
+    for d0 in range(-bigs[0], bigs[0] + 1):
+        for d1 in range(-bigs[1], bigs[1] + 1):
+            line = xp[b, i + pads[0] + d0, j + pads[1] + d1]
+            for c in range(m0 + pads[2] - bigs[2], m0 + width + pads[2] + bigs[2]):
+                if not np.isfinite(line[c]):
+                    return False
+    return True
 
 
-@njit(parallel=True, cache=True, nogil=True, fastmath=_FAST, error_model="numpy")
-def _varying3d(xp, pads, crops, limits, s0, s1, s2, truncate, tiled, out):  # pragma: no cover
-    nb, n0, n1, n2 = out.shape
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def _tile_sum(xp, b, i, j, m0, width, pads, bigs, w0, w1, w2, acc, mid, part):  # pragma: no cover
+    """acc[v] = sum over the tile's shared window of w0 w1 w2 x (vectorised over v)."""
     p0, p1, p2 = pads[0], pads[1], pads[2]
-    tiles = (n2 + TILE - 1) // TILE if tiled else 0
+    acc[:width] = 0
+    for d0 in range(-bigs[0], bigs[0] + 1):
+        plane = xp[b, i + p0 + d0]
+        mid[:width] = 0
+        for d1 in range(-bigs[1], bigs[1] + 1):
+            line = plane[j + p1 + d1]
+            part[:width] = 0
+            for d2 in range(-bigs[2], bigs[2] + 1):
+                _axpy(part, w2[p2 + d2], line, m0 + p2 + d2, width)
+            _axpy(mid, w1[p1 + d1], part, 0, width)
+        _axpy(acc, w0[p0 + d0], mid, 0, width)
+
+
+@njit(cache=True, nogil=True)
+def _pixel_sums(xp, b, i, j, m0, width, pads, lo, hi, w0, w1, w2, acc):  # pragma: no cover
+    """acc[v] = the sum over lane v's own counted window only (never reads a value
+    outside it, so a NaN there cannot leak in)."""
+    p0, p1, p2 = pads[0], pads[1], pads[2]
+    for v in range(width):
+        total = 0.0
+        for d0 in range(lo[0, v], hi[0, v] + 1):
+            plane = xp[b, i + p0 + d0]
+            partial = 0.0
+            for d1 in range(lo[1, v], hi[1, v] + 1):
+                line = plane[j + p1 + d1]
+                row_sum = 0.0
+                for d2 in range(lo[2, v], hi[2, v] + 1):
+                    row_sum += w2[p2 + d2, v] * line[m0 + v + p2 + d2]
+                partial += w1[p1 + d1, v] * row_sum
+            total += w0[p0 + d0, v] * partial
+        acc[v] = total
+
+
+@njit(cache=True, nogil=True)
+def _counted_sum(table, pad, lo, hi, width, den):  # pragma: no cover - jitted
+    """den[v] *= sum of lane v's weights over its counted offsets lo..hi."""
+    for v in range(width):
+        total = 0.0
+        for d in range(lo[v], hi[v] + 1):
+            total += table[pad + d, v]
+        den[v] *= total
+
+
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+def _varying3d(
+    xp, pads, crops, limits, s0, s1, s2, flags, truncate, finite, out
+):  # pragma: no cover
+    nb, n0, n1, n2 = out.shape
+    n = np.array([n0, n1, n2], np.int64)
+    tiles = (n2 + TILE - 1) // TILE
     width_max = min(TILE, n2)
     for row in prange(nb * n0 * n1):
         b = row // (n0 * n1)
         i = (row // n1) % n0
         j = row % n1
-        tmp0 = np.empty(2 * p0 + 1, np.float64)
-        tmp1 = np.empty(2 * p1 + 1, np.float64)
-        tmp2 = np.empty(2 * p2 + 1, np.float64)
-        w0 = np.empty((2 * p0 + 1, width_max), np.float64)
-        w1 = np.empty((2 * p1 + 1, width_max), np.float64)
-        w2 = np.empty((2 * p2 + 1, width_max), out.dtype)
+        w0 = np.empty((2 * pads[0] + 1, width_max), np.float64)
+        w1 = np.empty((2 * pads[1] + 1, width_max), np.float64)
+        w2 = np.empty((2 * pads[2] + 1, width_max), out.dtype)
+        w2_64 = np.empty((2 * pads[2] + 1, width_max), np.float64)
         den = np.empty(width_max, np.float64)
         acc = np.empty(width_max, np.float64)
         mid = np.empty(width_max, np.float64)
         part = np.empty(width_max, out.dtype)
         rad = np.empty((3, width_max), np.int64)
-        qs = np.empty((3, width_max), np.float64)
-        los = np.empty((3, width_max), np.int64)
-        his = np.empty((3, width_max), np.int64)
+        lo = np.empty((3, width_max), np.int64)
+        hi = np.empty((3, width_max), np.int64)
+        hs = np.empty((3, width_max), np.float64)
         w_run = np.empty(width_max, np.float64)
         g_run = np.empty(width_max, np.float64)
+        q_run = np.empty(width_max, np.float64)
+        bigs = np.empty(3, np.int64)
         for tile in range(tiles):
             m0 = tile * TILE
             width = min(TILE, n2 - m0)
-            for v in range(width):
-                _tile_axis(
-                    s0[b, i, j, m0 + v],
-                    v,
-                    i,
-                    n0,
-                    crops[0],
-                    limits[0],
-                    truncate,
-                    rad[0],
-                    qs[0],
-                    los[0],
-                    his[0],
-                )
-                _tile_axis(
-                    s1[b, i, j, m0 + v],
-                    v,
-                    j,
-                    n1,
-                    crops[1],
-                    limits[1],
-                    truncate,
-                    rad[1],
-                    qs[1],
-                    los[1],
-                    his[1],
-                )
-                _tile_axis(
-                    s2[b, i, j, m0 + v],
-                    v,
-                    m0 + v,
-                    n2,
-                    crops[2],
-                    limits[2],
-                    truncate,
-                    rad[2],
-                    qs[2],
-                    los[2],
-                    his[2],
-                )
+            for a, sa in ((0, s0), (1, s1), (2, s2)):
+                _tile_axis(sa, flags[a], a, b, i, j, m0, width, crops[a], limits[a], truncate,
+                           n[a], rad, lo, hi, hs)  # fmt: skip
+            bigs[0] = _gauss_table(w0, pads[0], rad[0], hs[0], width, w_run, g_run, q_run)
+            bigs[1] = _gauss_table(w1, pads[1], rad[1], hs[1], width, w_run, g_run, q_run)
+            bigs[2] = _gauss_table(w2_64, pads[2], rad[2], hs[2], width, w_run, g_run, q_run)
+            for t in range(pads[2] - bigs[2], pads[2] + bigs[2] + 1):
+                for v in range(width):
+                    w2[t, v] = w2_64[t, v]
             den[:width] = 1.0
-            big0 = _tile_table(w0, p0, rad[0], qs[0], los[0], his[0], width, den, w_run, g_run)
-            big1 = _tile_table(w1, p1, rad[1], qs[1], los[1], his[1], width, den, w_run, g_run)
-            big2 = _tile_table(w2, p2, rad[2], qs[2], los[2], his[2], width, den, w_run, g_run)
-            acc[:width] = 0
-            for d0 in range(-big0, big0 + 1):
-                plane = xp[b, i + p0 + d0]
-                mid[:width] = 0
-                for d1 in range(-big1, big1 + 1):
-                    line = plane[j + p1 + d1]
-                    part[:width] = 0
-                    for d2 in range(-big2, big2 + 1):
-                        _axpy(part, w2[p2 + d2], line, m0 + p2 + d2, width)
-                    _axpy(mid, w1[p1 + d1], part, 0, width)
-                _axpy(acc, w0[p0 + d0], mid, 0, width)
+            _counted_sum(w0, pads[0], lo[0], hi[0], width, den)
+            _counted_sum(w1, pads[1], lo[1], hi[1], width, den)
+            _counted_sum(w2, pads[2], lo[2], hi[2], width, den)
+            if finite or _window_finite(xp, b, i, j, m0, width, pads, bigs):
+                _tile_sum(xp, b, i, j, m0, width, pads, bigs, w0, w1, w2, acc, mid, part)
+            else:
+                _pixel_sums(xp, b, i, j, m0, width, pads, lo, hi, w0, w1, w2, acc)
             for v in range(width):
                 out[b, i, j, m0 + v] = acc[v] / den[v]
-        for m in range(tiles * TILE if tiled else 0, n2):  # without tiles: pixel by pixel
-            r0, h0 = _radius_exponent(s0[b, i, j, m], truncate, limits[0])
-            r1, h1 = _radius_exponent(s1[b, i, j, m], truncate, limits[1])
-            r2, h2 = _radius_exponent(s2[b, i, j, m], truncate, limits[2])
-            lo0, hi0 = _range(r0, i, n0, crops[0])
-            lo1, hi1 = _range(r1, j, n1, crops[1])
-            lo2, hi2 = _range(r2, m, n2, crops[2])
-            den0 = (
-                _weights(tmp0, r0, h0, lo0, hi0)
-                * _weights(tmp1, r1, h1, lo1, hi1)
-                * _weights(tmp2, r2, h2, lo2, hi2)
-            )
-            total = 0.0
-            for d0 in range(lo0, hi0 + 1):
-                plane = xp[b, i + p0 + d0]
-                partial = 0.0
-                for d1 in range(lo1, hi1 + 1):
-                    line = plane[j + p1 + d1]
-                    row_sum = 0.0
-                    for d2 in range(lo2, hi2 + 1):
-                        row_sum += tmp2[r2 + d2] * line[m + p2 + d2]
-                    partial += tmp1[r1 + d1] * row_sum
-                total += tmp0[r0 + d0] * partial
-            out[b, i, j, m] = total / den0
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def _varying_kernel(xp, pshape, shape, pad, crop, radius, exponent, out, rmax):  # pragma: no cover
     k = shape.shape[0] - 1
     nk = shape[k]
@@ -414,7 +482,10 @@ def _varying_kernel(xp, pshape, shape, pad, crop, radius, exponent, out, rmax): 
         lo = np.zeros(k, np.int64)
         hi = np.zeros(k, np.int64)
         d = np.zeros(k, np.int64)
-        w = np.zeros((k, rmax + 1), np.float64)
+        w = np.zeros((k, 2 * rmax + 1, 1), np.float64)
+        r1 = np.zeros(1, np.int64)
+        h1 = np.zeros(1, np.float64)
+        scratch = np.zeros((3, 1), np.float64)
         rem = row * 1  # a copy: numba forbids writing to the prange index
         for a in range(k - 2, -1, -1):
             idx[a] = rem % shape[a + 1]
@@ -425,19 +496,13 @@ def _varying_kernel(xp, pshape, shape, pad, crop, radius, exponent, out, rmax): 
             pix = row * nk + j
             den = 1.0
             for a in range(k):
-                r = radius[a, pix]
-                h = exponent[a, pix]
-                for t in range(r + 1):
-                    w[a, t] = np.exp(-(t * t) * h)
-                if crop[a]:
-                    lo[a] = max(-r, -idx[a])
-                    hi[a] = min(r, shape[a + 1] - 1 - idx[a])
-                else:
-                    lo[a] = -r
-                    hi[a] = r
+                r1[0] = radius[a, pix]
+                h1[0] = exponent[a, pix]
+                _gauss_table(w[a], rmax, r1, h1, 1, scratch[0], scratch[1], scratch[2])
+                lo[a], hi[a] = _range(r1[0], idx[a], shape[a + 1], crop[a])
                 s = 0.0
                 for t in range(lo[a], hi[a] + 1):
-                    s += w[a, abs(t)]
+                    s += w[a, rmax + t, 0]
                 den *= s
             base = b * pstride[0]
             for a in range(k):
@@ -449,11 +514,11 @@ def _varying_kernel(xp, pshape, shape, pad, crop, radius, exponent, out, rmax): 
                 w_outer = 1.0
                 offset = base
                 for a in range(k - 1):
-                    w_outer *= w[a, abs(d[a])]
+                    w_outer *= w[a, rmax + d[a], 0]
                     offset += d[a] * pstride[a + 1]
                 row_sum = 0.0
                 for t in range(lo[k - 1], hi[k - 1] + 1):
-                    row_sum += w[k - 1, abs(t)] * xp[offset + t]
+                    row_sum += w[k - 1, rmax + t, 0] * xp[offset + t]
                 total += w_outer * row_sum
                 a = k - 2
                 while a >= 0:

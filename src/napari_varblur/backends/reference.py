@@ -6,8 +6,6 @@ It is not fast: a sigma map costs one full-image operation per window offset.
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 from ..plan import AxisPass, MapAxis, global_plan, map_plan
@@ -22,13 +20,13 @@ def device_name() -> str:
     return "cpu (float64 numpy)"
 
 
-def blur(spec: BlurSpec) -> np.ndarray:
+def blur(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray:
     x = spec.image.astype(np.float64)
     if spec.sigma is not None:
         for p in global_plan(spec):
             x = _correlate_axis(x, p)
     else:
-        x = _varying_blur(x, map_plan(spec))
+        x = _varying_blur(x, map_plan(spec, pad_floor))
     return x.astype(spec.precision)
 
 
@@ -56,36 +54,47 @@ def _correlate_axis(x: np.ndarray, p: AxisPass) -> np.ndarray:
     return out * p.scale.reshape(_shape_along(p.axis, x.ndim, p.n))
 
 
+def _tap_weight(m: MapAxis, d: int, radius: np.ndarray, exponent: np.ndarray, ndim: int):
+    """Every pixel's weight for offset ``d`` on axis ``m``: ``exp(-d^2 h)`` where the tap
+    counts (within the pixel's radius and, in crop mode, in bounds), else 0; and the
+    mask of where it counts."""
+    pos = np.arange(m.n).reshape(_shape_along(m.axis, ndim, m.n))
+    count = abs(d) <= radius
+    if m.crop:
+        count = count & (pos + d >= 0) & (pos + d < m.n)
+    return np.where(count, np.exp(-float(d * d) * exponent), 0.0), count
+
+
 def _varying_blur(x: np.ndarray, plan: list[MapAxis]) -> np.ndarray:
+    """Sum every offset of the window with whole-image operations.
+
+    Weights are evaluated per offset, as the sum goes (never stored per offset), so
+    memory stays a few images whatever the radius: the extended image, the running
+    sum, and one partial weight and mask per blurred axis.
+    """
     ext = x
     for m in plan:
         ext = _extend(ext, m.axis, m.source(), m.fill)
+    radii = [m.radius() for m in plan]
+    exponents = [m.exponent() for m in plan]
 
-    # Per axis and offset d: the tap's weight at every pixel, and whether it counts.
-    weights, counts, denominator = [], [], np.ones(x.shape)
-    for m in plan:
-        pos = np.arange(m.n).reshape(_shape_along(m.axis, x.ndim, m.n))
-        radius, exponent = m.radius(), m.exponent()
-        w_axis, c_axis = [], []
-        for d in range(-m.pad, m.pad + 1):
-            inside = (pos + d >= 0) & (pos + d < m.n) if m.crop else True
-            count = (abs(d) <= radius) & inside
-            w = np.where(count, np.exp(-float(d * d) * exponent), 0.0)
-            w_axis.append(w)
-            c_axis.append(count)
-        weights.append(w_axis)
-        counts.append(c_axis)
-        denominator = denominator * sum(w_axis)
+    denominator = np.ones(x.shape)  # the product over axes of each axis's counted sum
+    for m, r, h in zip(plan, radii, exponents):
+        total = sum(_tap_weight(m, d, r, h, x.ndim)[0] for d in range(-m.pad, m.pad + 1))
+        denominator = denominator * total
 
     numerator = np.zeros(x.shape)
-    for offset in itertools.product(*(range(2 * m.pad + 1) for m in plan)):
-        w = np.ones(x.shape)
-        count = np.ones(x.shape, dtype=bool)
-        window = [slice(None)] * x.ndim
-        for m, t, w_axis, c_axis in zip(plan, offset, weights, counts):
-            w = w * w_axis[t]
-            count = count & c_axis[t]
+
+    def visit(a: int, w: np.ndarray, count: np.ndarray, window: list) -> None:
+        if a == len(plan):
+            # `where`, not a product: a NaN outside a pixel's window must not reach it.
+            numerator[...] += np.where(count, w * ext[tuple(window)], 0.0)
+            return
+        m = plan[a]
+        for t, d in enumerate(range(-m.pad, m.pad + 1)):
+            w_d, c_d = _tap_weight(m, d, radii[a], exponents[a], x.ndim)
             window[m.axis] = slice(t, t + m.n)
-        # `where`, not a product: a NaN outside a pixel's window must not reach it.
-        numerator += np.where(count, w * ext[tuple(window)], 0.0)
+            visit(a + 1, w * w_d, count & c_d, window)
+
+    visit(0, np.ones(x.shape), np.ones(x.shape, dtype=bool), [slice(None)] * x.ndim)
     return numerator / denominator

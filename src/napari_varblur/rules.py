@@ -1,0 +1,48 @@
+"""The contract's scalar rules, written once for the host (NumPy, float64).
+
+The radius of a pixel is ``ceil(truncate * sigma)`` evaluated in float64 from the float64
+value of sigma; its weights are ``exp(-d^2 h)`` with ``h = 1 / (2 sigma^2)``.  The Numba
+kernels evaluate the same two formulas per pixel (``_radius_exponent``), and the
+JAX-native API reproduces the float64 radius from a traced float32 sigma
+(:func:`napari_varblur.backends.jax_xla.float64_ceil_product`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Largest kernel radius we accept for a global sigma; beyond it the kernel alone would
+#: take gigabytes.  (Radii larger than the axis are folded, so this is never needed.)
+MAX_GLOBAL_RADIUS = 50_000_000
+
+#: Cap on ``1/(2 sigma^2)``: finite even in float32, and exp(-d^2 * cap) is 0 for d >= 1,
+#: so a tiny sigma acts as a delta instead of producing 0 * inf = NaN at d = 0.
+MAX_EXPONENT = 1e30
+
+
+def radius_of(sigma: np.ndarray | float, truncate: float) -> np.ndarray | float:
+    """Contract radius ``ceil(truncate * sigma)``, always evaluated in float64.
+
+    Overflow gives ``inf`` (callers compare it with their limits before using it).
+    """
+    with np.errstate(over="ignore"):
+        product = np.multiply(sigma, np.float64(truncate), dtype=np.float64)
+    return np.ceil(product, out=product) if isinstance(product, np.ndarray) else np.ceil(product)
+
+
+def exponent_of(sigma: np.ndarray, dtype: type = np.float64) -> np.ndarray:
+    """``1 / (2 sigma^2)``, the factor in ``exp(-d^2 * h)``; 0 where sigma is 0.
+
+    ``dtype`` is the arithmetic's (float32 for a float32 backend: the weights are only as
+    precise as that anyway; radii never come from this).
+    """
+    original = np.asarray(sigma)
+    s = original.astype(dtype, copy=False)
+    h = np.zeros_like(s)
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):  # tiny sigma: h = inf
+        np.divide(0.5, s * s, out=h, where=s > 0)
+    np.minimum(h, MAX_EXPONENT, out=h)
+    if s.dtype.itemsize < original.dtype.itemsize:
+        # A sigma too small for the narrower dtype became 0: it is still a delta.
+        h[(s == 0) & (original > 0)] = MAX_EXPONENT
+    return h
