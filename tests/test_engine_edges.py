@@ -14,8 +14,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.ndimage as ndi
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from conftest import ALL_BACKENDS, FAST_BACKENDS, assert_close
+from conftest import ALL_BACKENDS, ALL_MODES, FAST_BACKENDS, assert_close
 from napari_varblur import gaussian_blur
 from napari_varblur.jax import gaussian_blur as jax_blur
 
@@ -284,3 +286,60 @@ def test_jax_sigma_sweep_compiles_at_most_three_programs():
         radii.add(math.ceil(3 * float((sigma_map * factor).max())))
     assert len(radii) >= 6  # the sweep really crosses many radii
     assert jax_xla._varying_jit._cache_size() <= 3
+
+
+# ---------------------------------------------------------------- property sweeps
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 12), min_size=1, max_size=2).map(tuple),
+    big=st.floats(0, 60),
+    mode=st.sampled_from(ALL_MODES),
+    cval=st.sampled_from([0.5, -3.0, np.nan, np.inf]),
+    precision=st.sampled_from(["float32", "float64"]),
+    seed=st.integers(0, 2**16),
+)
+def test_property_large_sigma_and_non_finite_cval(shape, big, mode, cval, precision, seed):
+    """One axis up to sigma 60 (radius 180), the other small; any cval; every backend."""
+    gen = np.random.default_rng(seed)
+    image = gen.normal(size=shape) * 100
+    sigma = np.stack([gen.uniform(0.3, 1.5, shape) for _ in shape], axis=-1)
+    sigma[..., gen.integers(len(shape))] = gen.uniform(big / 2, big, shape)
+    if gen.random() < 0.5:
+        sigma[gen.random(shape) < 0.2] = 0
+    kw = dict(mode=mode, cval=cval)
+    with np.errstate(invalid="ignore"):
+        expected = reference(image, sigma, **kw)
+    for backend in FAST_BACKENDS:
+        out = gaussian_blur(image, sigma, backend=backend, precision=precision, **kw)
+        np.testing.assert_array_equal(np.isinf(out), np.isinf(expected))
+        assert_close(np.where(np.isinf(out), 0, out), np.where(np.isinf(expected), 0, expected),
+                     precision, image)  # fmt: skip
+    global_sigma = tuple(float(v) for v in sigma.reshape(-1, len(shape)).max(axis=0))
+    with np.errstate(invalid="ignore"):
+        expected = reference(image, global_sigma, **kw)
+    for backend in FAST_BACKENDS:
+        out = gaussian_blur(image, global_sigma, backend=backend, precision=precision, **kw)
+        np.testing.assert_array_equal(np.isnan(out), np.isnan(expected))
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    k=st.lists(st.integers(0, 24), min_size=6, max_size=6),
+    nudge=st.sampled_from([-1, 0, 1]),
+    truncate=st.sampled_from([3.0, 4.0, 2.5, 3.3]),
+    mode=st.sampled_from(["crop", "reflect", "constant"]),
+)
+def test_property_traced_sigma_on_radius_jumps(k, nudge, truncate, mode):
+    """Traced sigmas exactly on (and one ulp around) the radius jumps agree with the
+    reference, whose radii come from float64."""
+    values = (np.asarray(k * 4, np.float64).reshape(4, 6) / truncate).astype(np.float32)
+    if nudge:
+        values = np.nextafter(values, np.float32(np.inf if nudge > 0 else 0))
+    image = np.random.default_rng(sum(k)).random((4, 6)).astype(np.float32)
+    run = jax.jit(lambda x, s: jax_blur(x, s, mode=mode, cval=2.0, truncate=truncate,
+                                        max_radius=40))  # fmt: skip
+    out = np.asarray(run(jnp.asarray(image), jnp.asarray(values)))
+    expected = reference(image, values, mode=mode, cval=2.0, truncate=truncate)
+    assert_close(out, expected, "float32", image)
