@@ -279,28 +279,33 @@ RESTART = 16
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST, error_model="numpy")
-def _gauss_table(table, pad, radius, h, width, w, g, q2):  # pragma: no cover - jitted
+def _gauss_table(table, pad, radius, h, lo, hi, width, den, w, g, q2, sums):  # pragma: no cover
     """Fill rows pad - R .. pad + R of ``table`` (R = the lanes' largest radius) with
-    each lane's weights exp(-d^2 h), 0 beyond the lane's own radius; return R.
-    Vectorised across lanes: one recurrence step per offset for all of them."""
+    each lane's weights exp(-d^2 h), 0 beyond the lane's own radius, multiply ``den``
+    by each lane's sum over its counted offsets lo..hi (of the stored weights, so the
+    numerator and the normaliser agree), and return R.  Vectorised across lanes: one
+    recurrence step per offset for all of them."""
     big = 0
     for v in range(width):
         big = max(big, radius[v])
         table[pad, v] = 1.0
         q2[v] = np.exp(-2.0 * h[v])
+        sums[v] = 1.0
     for d in range(1, big + 1):
-        if (d - 1) % RESTART == 0:
-            for v in range(width):
+        restart = (d - 1) % RESTART == 0
+        for v in range(width):
+            if restart:
                 w[v] = np.exp(-(d * d) * h[v])
                 g[v] = np.exp(-(2 * d + 1) * h[v])
-        else:
-            for v in range(width):
+            else:
                 w[v] *= g[v]
                 g[v] *= q2[v]
-        for v in range(width):
-            value = w[v] if d <= radius[v] else 0.0
-            table[pad + d, v] = value
+            table[pad + d, v] = w[v] if d <= radius[v] else 0.0
+            value = table[pad + d, v]
             table[pad - d, v] = value
+            sums[v] += (value if d <= hi[v] else 0.0) + (value if -d >= lo[v] else 0.0)
+    for v in range(width):
+        den[v] *= sums[v]
     return big
 
 
@@ -405,16 +410,6 @@ def _pixel_sums(xp, b, i, j, m0, width, pads, lo, hi, w0, w1, w2, acc):  # pragm
         acc[v] = total
 
 
-@njit(cache=True, nogil=True)
-def _counted_sum(table, pad, lo, hi, width, den):  # pragma: no cover - jitted
-    """den[v] *= sum of lane v's weights over its counted offsets lo..hi."""
-    for v in range(width):
-        total = 0.0
-        for d in range(lo[v], hi[v] + 1):
-            total += table[pad + d, v]
-        den[v] *= total
-
-
 @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def _varying3d(
     xp, pads, crops, limits, s0, s1, s2, flags, truncate, finite, out
@@ -430,7 +425,6 @@ def _varying3d(
         w0 = np.empty((2 * pads[0] + 1, width_max), np.float64)
         w1 = np.empty((2 * pads[1] + 1, width_max), np.float64)
         w2 = np.empty((2 * pads[2] + 1, width_max), out.dtype)
-        w2_64 = np.empty((2 * pads[2] + 1, width_max), np.float64)
         den = np.empty(width_max, np.float64)
         acc = np.empty(width_max, np.float64)
         mid = np.empty(width_max, np.float64)
@@ -439,9 +433,7 @@ def _varying3d(
         lo = np.empty((3, width_max), np.int64)
         hi = np.empty((3, width_max), np.int64)
         hs = np.empty((3, width_max), np.float64)
-        w_run = np.empty(width_max, np.float64)
-        g_run = np.empty(width_max, np.float64)
-        q_run = np.empty(width_max, np.float64)
+        scratch = np.empty((4, width_max), np.float64)
         bigs = np.empty(3, np.int64)
         for tile in range(tiles):
             m0 = tile * TILE
@@ -449,16 +441,12 @@ def _varying3d(
             for a, sa in ((0, s0), (1, s1), (2, s2)):
                 _tile_axis(sa, flags[a], a, b, i, j, m0, width, crops[a], limits[a], truncate,
                            n[a], rad, lo, hi, hs)  # fmt: skip
-            bigs[0] = _gauss_table(w0, pads[0], rad[0], hs[0], width, w_run, g_run, q_run)
-            bigs[1] = _gauss_table(w1, pads[1], rad[1], hs[1], width, w_run, g_run, q_run)
-            bigs[2] = _gauss_table(w2_64, pads[2], rad[2], hs[2], width, w_run, g_run, q_run)
-            for t in range(pads[2] - bigs[2], pads[2] + bigs[2] + 1):
-                for v in range(width):
-                    w2[t, v] = w2_64[t, v]
             den[:width] = 1.0
-            _counted_sum(w0, pads[0], lo[0], hi[0], width, den)
-            _counted_sum(w1, pads[1], lo[1], hi[1], width, den)
-            _counted_sum(w2, pads[2], lo[2], hi[2], width, den)
+            for a, table in ((0, w0), (1, w1)):
+                bigs[a] = _gauss_table(table, pads[a], rad[a], hs[a], lo[a], hi[a], width, den,
+                                       scratch[0], scratch[1], scratch[2], scratch[3])  # fmt: skip
+            bigs[2] = _gauss_table(w2, pads[2], rad[2], hs[2], lo[2], hi[2], width, den,
+                                   scratch[0], scratch[1], scratch[2], scratch[3])  # fmt: skip
             if finite or _window_finite(xp, b, i, j, m0, width, pads, bigs):
                 _tile_sum(xp, b, i, j, m0, width, pads, bigs, w0, w1, w2, acc, mid, part)
             else:
@@ -485,7 +473,10 @@ def _varying_kernel(xp, pshape, shape, pad, crop, radius, exponent, out, rmax): 
         w = np.zeros((k, 2 * rmax + 1, 1), np.float64)
         r1 = np.zeros(1, np.int64)
         h1 = np.zeros(1, np.float64)
-        scratch = np.zeros((3, 1), np.float64)
+        lo1 = np.zeros(1, np.int64)
+        hi1 = np.zeros(1, np.int64)
+        den1 = np.ones(1, np.float64)
+        scratch = np.zeros((4, 1), np.float64)
         rem = row * 1  # a copy: numba forbids writing to the prange index
         for a in range(k - 2, -1, -1):
             idx[a] = rem % shape[a + 1]
@@ -494,16 +485,15 @@ def _varying_kernel(xp, pshape, shape, pad, crop, radius, exponent, out, rmax): 
         for j in range(nk):
             idx[k - 1] = j
             pix = row * nk + j
-            den = 1.0
+            den1[0] = 1.0
             for a in range(k):
                 r1[0] = radius[a, pix]
                 h1[0] = exponent[a, pix]
-                _gauss_table(w[a], rmax, r1, h1, 1, scratch[0], scratch[1], scratch[2])
                 lo[a], hi[a] = _range(r1[0], idx[a], shape[a + 1], crop[a])
-                s = 0.0
-                for t in range(lo[a], hi[a] + 1):
-                    s += w[a, rmax + t, 0]
-                den *= s
+                lo1[0], hi1[0] = lo[a], hi[a]
+                _gauss_table(w[a], rmax, r1, h1, lo1, hi1, 1, den1,
+                             scratch[0], scratch[1], scratch[2], scratch[3])  # fmt: skip
+            den = den1[0]
             base = b * pstride[0]
             for a in range(k):
                 base += (idx[a] + pad[a]) * pstride[a + 1]
