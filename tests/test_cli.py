@@ -55,3 +55,11 @@ def test_demo_rejects_a_tiny_size(capsys):
         cli.main(["demo", "--size", "2"])
     assert info.value.code == 2
     assert "--size: must be at least 8" in capsys.readouterr().err
+
+
+def test_python_dash_m_cli_runs_the_demo():
+    # The module's __main__ block must run after every function it needs is defined.
+    args = [sys.executable, "-m", "napari_varblur.cli", "demo", "--size", "16"]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "all backends meet the contract" in out.stdout

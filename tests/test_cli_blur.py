@@ -133,9 +133,24 @@ def test_ome_tiff_world_units(tmp_path, rng):
         (
             "in.npy",
             ["in.npy", "out.npy", "--sigma", "1", "--sigma-map", "small.npy"],
-            "sigma: a sigma map of shape (7, 7) does not fit",
+            "--sigma-map: shape (7, 7) fits neither the image's shape (3, 40, 50)",
         ),
         ("in.npy", ["in.npy", "out.npy", "--sigma", "1", "--mode", "bogus"], "mode: unknown"),
+        (
+            "in.npy",
+            ["in.npy", "out.npy", "--sigma", "1", "--axes", "3"],
+            "axes: axis 3 is out of range for a 3-D image",
+        ),
+        (
+            "in.npy",
+            ["in.npy", "out.npy", "--sigma", "1", "--axes", "1", "-4"],
+            "axes: axis -4 is out of range for a 3-D image",
+        ),
+        (
+            "in.npy",
+            ["in.npy", "out.npy", "--sigma", "1", "2", "3", "--axes", "1", "2"],
+            "sigma: got 3 values for 2 blurred axes",
+        ),
         ("in.npy", ["in.npy", "in.npy", "--sigma", "1"], "OUTPUT is the same file as INPUT"),
         (
             "in.npy",
@@ -223,3 +238,49 @@ def test_scheduler_address_runs_on_a_cluster(tmp_path, image):
         )
     expected = gaussian_blur(image, 1.5, axes=(1, 2), backend="reference", precision="float64")
     assert_close(np.load(tmp_path / "out.npy"), expected, "float32", image)
+
+
+@pytest.mark.parametrize(
+    ("sigma", "factors"), [(["1.5"], (1.5, 1.5)), (["1", "2"], (1.0, 2.0))], ids=["one", "per-axis"]
+)
+def test_sigma_map_of_the_blurred_axes_follows_their_order(tmp_path, rng, sigma, factors):
+    # --axes 2 1 takes a map of shape (n2, n1): it must be transposed, not reshaped.
+    image = rng.random((4, 9, 13))
+    sigma_map = rng.uniform(0.5, 2.0, (13, 9))
+    np.save(tmp_path / "in.npy", image)
+    np.save(tmp_path / "map.npy", sigma_map)
+    varblur(
+        tmp_path / "in.npy",
+        tmp_path / "out.npy",
+        "--sigma",
+        *sigma,
+        "--sigma-map",
+        tmp_path / "map.npy",
+        "--axes",
+        "2",
+        "1",
+        "--mode",
+        "reflect",
+        "--backend",
+        "reference",
+        "--precision",
+        "float64",
+    )
+    per_axis = np.stack([sigma_map.T * f for f in factors], axis=-1)[None]
+    expected = gaussian_blur(
+        image, per_axis, axes=(2, 1), mode="reflect", backend="reference", precision="float64"
+    )
+    assert_close(np.load(tmp_path / "out.npy"), expected, "float64", image)
+
+
+def test_multi_page_tiff_output_equals_the_in_memory_blur(tmp_path, rng):
+    # Pages are written as the slabs are computed (one chunk of the first axis at a time).
+    data = rng.random((2, 3, 20, 24)).astype(np.float32)
+    tifffile.imwrite(tmp_path / "in.tif", data, photometric="minisblack")
+    varblur(tmp_path / "in.tif", tmp_path / "out.tif", "--sigma", "1.5", "--mode", "nearest")
+    with tifffile.TiffFile(tmp_path / "out.tif") as tif:
+        assert len(tif.pages) == 6
+        out = tif.asarray()
+    expected = gaussian_blur(data, 1.5, mode="nearest", backend="reference", precision="float64")
+    assert out.shape == data.shape
+    assert_close(out, expected, "float32", data)

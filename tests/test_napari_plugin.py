@@ -11,7 +11,8 @@ from napari.layers import Image, Labels  # noqa: E402
 from qtpy.QtCore import QTimer  # noqa: E402
 
 from napari_varblur import blur_layer, gaussian_blur  # noqa: E402
-from napari_varblur.gui.layers import METADATA_KEY  # noqa: E402
+from napari_varblur.gui.layers import METADATA_KEY, LayerBlur  # noqa: E402
+from napari_varblur.spec import is_dask_array  # noqa: E402
 
 PLUGIN = "napari-varblur"
 
@@ -121,7 +122,7 @@ def test_sigma_map_layer_world_units_and_stack(viewer, qtbot):
     [
         ({"sigma": "-1"}, "sigma: must be a finite number >= 0, got -1.0"),
         ({"sigma": "two"}, "sigma: could not read 'two'"),
-        ({"map_shape": (7, 7)}, "sigma_map: 'bad map' has shape (7, 7)"),
+        ({"map_shape": (7, 7)}, "sigma_map 'bad map': shape (7, 7) fits neither"),
         ({"axes": "3d"}, "axes: '3-D volume (Z, Y, X)' needs 3 spatial axes"),
     ],
 )
@@ -154,13 +155,53 @@ def test_labels_and_multiscale_layers_are_refused():
 
 
 def test_rgb_blurs_each_channel_over_y_x():
+    scipy_ndimage = pytest.importorskip("scipy.ndimage")
+    from conftest import assert_close
+
     rgb = (np.random.default_rng(2).random((20, 24, 3)) * 255).astype(np.uint8)
     layer = Image(rgb, rgb=True, name="photo")
     out = blur_layer(layer, 1.2, mode="nearest", backend="numba")
     assert out.rgb and out.data.shape == rgb.shape
-    np.testing.assert_array_equal(
-        out.data, gaussian_blur(rgb, 1.2, mode="nearest", axes=(0, 1), backend="numba")
-    )
+    # An independent oracle: scipy per channel, with the contract's radius ceil(3 sigma).
+    expected = np.stack(
+        [
+            scipy_ndimage.gaussian_filter(rgb[..., c].astype(np.float64), 1.2, mode="nearest",
+                                          radius=4)
+            for c in range(3)
+        ],
+        axis=-1,
+    )  # fmt: skip
+    assert_close(out.data, expected, "float32", rgb)
+
+
+def test_explicit_axes_out_of_range_are_refused():
+    flat = Image(np.zeros((8, 9)), name="flat")
+    with pytest.raises(ValueError, match="axes: axis 2 is out of range for a 2-D image"):
+        blur_layer(flat, 1.0, axes=(2,))
+    with pytest.raises(ValueError, match="axes: axis -3 is out of range for a 2-D image"):
+        blur_layer(flat, 1.0, axes=(0, -3))
+    # An RGB layer's explicit axes index its data, channel axis included.
+    photo = Image(np.zeros((8, 9, 3), np.uint8), rgb=True, name="photo")
+    with pytest.raises(ValueError, match="axes: axis 3 is out of range for a 3-D image"):
+        LayerBlur.from_layer(photo, 1.0, axes=(3,))
+
+
+@pytest.mark.parametrize("as_layer", [False, True], ids=["array", "layer"])
+@pytest.mark.parametrize("sigma", [1.5, (1.0, 2.0)], ids=["one", "per-axis"])
+def test_blur_layer_reads_a_map_of_the_blurred_axes_in_their_order(as_layer, sigma):
+    # axes (2, 1) take a map of shape (n2, n1): transposed into place, not reshaped.
+    rng = np.random.default_rng(6)
+    image = rng.random((4, 9, 13))
+    sigma_map = rng.uniform(0.5, 2.0, (13, 9))
+    given = Image(sigma_map, name="map") if as_layer else sigma_map
+    out = blur_layer(
+        Image(image, name="stack"), sigma, given, axes=(2, 1), backend="reference",
+        precision="float64",
+    )  # fmt: skip
+    factors = np.broadcast_to(sigma, (2,))
+    per_axis = np.stack([sigma_map.T * f for f in factors], axis=-1)[None]
+    expected = gaussian_blur(image, per_axis, axes=(2, 1), backend="reference", precision="float64")
+    np.testing.assert_allclose(out.data, expected, rtol=0, atol=1e-12)
 
 
 def test_compare_widget_reports_differences_and_times(viewer, qtbot):
@@ -180,6 +221,93 @@ def test_compare_widget_reports_differences_and_times(viewer, qtbot):
     np.testing.assert_array_equal(result.data, a)
     np.testing.assert_array_equal(diff.data, a - b)
     assert diff.name == "cells jax minus numba"
+
+
+def _dask_movie(series, chunks):
+    return pytest.importorskip("dask.array").from_array(series, chunks=chunks)
+
+
+@pytest.mark.parametrize("kind", ["dask", "big-numpy"])
+def test_compare_widget_on_a_lazy_layer(viewer, qtbot, monkeypatch, kind):
+    from napari_varblur.gui import layers as gui_layers
+
+    series = np.random.default_rng(7).random((3, 32, 40)).astype(np.float32) * 100
+    if kind == "dask":
+        data = _dask_movie(series, (1, 32, 40))
+    else:
+        monkeypatch.setattr(gui_layers, "LAZY_BYTES", 1000)  # "big" for this test
+        data = series
+    layer = viewer.add_image(data, name="movie")
+    widget = dock(viewer, "Compare backends")
+    widget.image.value = layer
+    widget.backend_a.value, widget.backend_b.value = "reference", "numba"
+    click_and_wait(qtbot, widget)
+    assert widget.status.value == "done", widget.status.value
+    a = gaussian_blur(series, 2.0, axes=(1, 2), backend="reference")
+    b = gaussian_blur(series, 2.0, axes=(1, 2), backend="numba")
+    diff = a.astype(np.float64) - b
+    assert widget.stats["max_abs_diff"] == pytest.approx(np.abs(diff).max(), abs=1e-6)
+    assert widget.stats["rms_diff"] == pytest.approx(np.sqrt(np.mean(diff**2)), abs=1e-6)
+    assert 0 <= widget.stats["rms_diff"] <= widget.stats["max_abs_diff"] < 1e-5 * 100
+    result, difference = viewer.layers[-2], viewer.layers[-1]
+    assert is_dask_array(result.data) and is_dask_array(difference.data)  # still lazy
+    low, high = difference.contrast_limits
+    assert low == -high and 0 < high < np.inf
+
+
+def test_compare_widget_shows_an_error_from_its_worker(viewer, qtbot):
+    # Computing a lazy layer can fail (a file gone, a network store down): the error is
+    # raised in the worker, and the widget must show it.
+    series = np.random.default_rng(8).random((3, 16, 20)).astype(np.float32)
+    broken = {"now": False}
+
+    def read(block):
+        if broken["now"]:
+            raise OSError("the store went away")
+        return block
+
+    lazy = _dask_movie(series, (1, 16, 20)).map_blocks(read, dtype=np.float32)
+    layer = viewer.add_image(lazy, name="movie")
+    widget = dock(viewer, "Compare backends")
+    widget.image.value = layer
+    widget.backend_a.value, widget.backend_b.value = "reference", "numba"
+    n_layers = len(viewer.layers)
+    broken["now"] = True
+    click_and_wait(qtbot, widget)
+    assert "error: " in widget.status.value and "the store went away" in widget.status.value
+    assert len(viewer.layers) == n_layers
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, "false"),
+        ({"XLA_PYTHON_CLIENT_PREALLOCATE": "true"}, "true"),
+        ({"XLA_PYTHON_CLIENT_MEM_FRACTION": ".5"}, None),
+    ],
+    ids=["unset", "user-preallocate", "user-fraction"],
+)
+def test_plugin_import_stops_jax_preallocating_the_gpu(env, expected):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    names = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION")
+    clean = {k: v for k, v in os.environ.items() if k not in names}
+    code = (
+        "import json, os, sys; import napari_varblur.gui.widgets; "
+        "print(json.dumps([os.environ.get('XLA_PYTHON_CLIENT_PREALLOCATE'), "
+        "'jax' in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    value, jax_imported = json.loads(out.stdout.strip().splitlines()[-1])
+    assert value == expected
+    assert not jax_imported  # set before JAX is first imported, as it must be
 
 
 def test_worker_keeps_gui_responsive_and_cancels(viewer, qtbot):
@@ -285,12 +413,17 @@ def test_dask_time_series_gives_a_lazy_result_layer(viewer, qtbot):
     result = viewer.layers[-2]
     assert isinstance(result.data, da.Array)  # nothing computed for the whole movie
     start = viewer.dims.current_step[0]
-    assert set(computed) <= {0, start}
-    viewer.dims.set_current_step(0, 4)  # scrolling computes that time point only
+    assert start in computed  # the frame on screen was computed...
+    assert set(computed) <= {0, start}  # ...and no other
+    other = 4 if start != 4 else 1
+    computed.clear()
+    viewer.dims.set_current_step(0, other)  # scrolling computes that time point only
+    assert set(computed) == {other}
     np.testing.assert_allclose(
-        np.asarray(result.data[4]), gaussian_blur(series[4], 2.0, backend="reference"), atol=1e-4
+        np.asarray(result.data[other]),
+        gaussian_blur(series[other], 2.0, backend="reference"),
+        atol=1e-4,
     )
-    assert set(computed) <= {0, start, 4}  # the frames shown, never all six
     diff = viewer.layers[-1]
     low, high = diff.contrast_limits
     assert low == -high > -np.inf and isinstance(diff.data, da.Array)

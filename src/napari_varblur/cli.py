@@ -12,6 +12,7 @@ import numpy as np
 from . import backends
 from .api import gaussian_blur
 from .sample import fluorescence_sample
+from .spec import map_for_axes, normalize_axes, normalize_global_sigma, scale_map
 
 #: The contract's tolerances, relative to max(1, max|image|), against the reference.
 TOLERANCE = {"float32": 1e-5, "float64": 1e-12}
@@ -113,10 +114,6 @@ def _has_display() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
-
-
 def _add_blur_parser(sub) -> None:
     p = sub.add_parser(
         "blur",
@@ -134,7 +131,10 @@ def _add_blur_parser(sub) -> None:
         required=True,
         help="sigma: one value or one per blurred axis (multiplies --sigma-map)",
     )
-    p.add_argument("--sigma-map", help="per-pixel sigma image (same shape, or the blurred axes')")
+    p.add_argument(
+        "--sigma-map",
+        help="per-pixel sigma image: the input's shape, or the blurred axes' in --axes order",
+    )
     p.add_argument("--mode", default="crop", help="edge mode (default crop)")
     p.add_argument("--cval", type=float, default=0.0, help="value outside in constant mode")
     p.add_argument("--truncate", type=float, default=3.0, help="radius = ceil(truncate*sigma)")
@@ -177,27 +177,10 @@ def _blur_files(args) -> int:
     if target.resolve() == source.resolve():
         raise ImageFileError("OUTPUT is the same file as INPUT; write to a new file")
     image, scale = read_image(source)
-    axes = tuple(a % image.ndim for a in args.axes) if args.axes else tuple(range(image.ndim))
-    sigma = np.asarray(args.sigma, dtype=np.float64)
-    if args.world_units:
-        if scale is None:
-            raise ImageFileError(f"{args.input!r} has no physical pixel sizes for --world-units")
-        sigma = sigma / np.asarray([scale[a] for a in axes])
-    sigma_arg = float(sigma[0]) if sigma.size == 1 else tuple(float(v) for v in sigma)
-    if args.sigma_map:
-        values, _ = read_image(args.sigma_map)
-        if values.shape == tuple(image.shape[a] for a in axes) and values.ndim < image.ndim:
-            shape = [image.shape[a] if a in axes else 1 for a in range(image.ndim)]
-            values = values.reshape(shape)
-        if sigma.size == 1:
-            sigma_arg = values * float(sigma[0])
-        else:
-            import dask.array as da
-
-            sigma_arg = da.stack([values * float(v) for v in sigma], axis=-1)
+    axes = normalize_axes(tuple(args.axes) if args.axes else None, image.ndim)
     result = gaussian_blur(
         image,
-        sigma_arg,
+        _sigma_argument(args, tuple(image.shape), scale, axes),
         mode=args.mode,
         cval=args.cval,
         truncate=args.truncate,
@@ -221,6 +204,26 @@ def _blur_files(args) -> int:
     return 0
 
 
+def _sigma_argument(args, shape: tuple[int, ...], scale, axes: tuple[int, ...]):
+    """``--sigma`` (one per blurred axis, in pixels), times ``--sigma-map`` if given.
+
+    A map of the blurred axes' shape is in the order of ``--axes`` (``--axes 2 1`` takes
+    a map of shape ``(n2, n1)``); the library's adapter helpers place it in the image.
+    """
+    from .io import ImageFileError, read_image
+
+    given = args.sigma[0] if len(args.sigma) == 1 else args.sigma
+    sigma = np.asarray(normalize_global_sigma(given, len(axes)))
+    if args.world_units:
+        if scale is None:
+            raise ImageFileError(f"{args.input!r} has no physical pixel sizes for --world-units")
+        sigma = sigma / np.asarray([scale[a] for a in axes])
+    if not args.sigma_map:
+        return tuple(float(v) for v in sigma)
+    values, _ = read_image(args.sigma_map)
+    return scale_map(map_for_axes(values, shape, axes, name="--sigma-map"), sigma)
+
+
 def _to_dtype(result, dtype: np.dtype):
     """Round and clip to an integer dtype's range; plain cast for floats."""
     dtype = np.dtype(dtype)
@@ -230,3 +233,7 @@ def _to_dtype(result, dtype: np.dtype):
     if dtype.kind == "b":
         return (result >= 0.5).astype(dtype)
     return result.astype(dtype)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

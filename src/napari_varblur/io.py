@@ -8,6 +8,7 @@ end, so an interrupted run never leaves a half-written file under the output's n
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import shutil
 import sys
@@ -114,10 +115,17 @@ def _remove(path: Path) -> None:
 
 
 def write_image(result, path: str | os.PathLike, *, overwrite: bool, scheduler=None) -> None:
-    """Compute the dask array ``result`` into ``path`` (format from the suffix)."""
+    """Compute the dask array ``result`` into ``path`` (format from the suffix).
+
+    Zarr and .npy targets are filled chunk by chunk; a TIFF is written page by page as
+    each slab is computed, so no format needs the whole result in memory.
+    """
     path = Path(path)
     kind = file_format(path)
     with atomic_target(path, overwrite) as temp:
+        if kind == "tif":
+            _write_tiff(result, temp, scheduler)
+            return
         if kind == "zarr":
             import zarr
 
@@ -125,20 +133,75 @@ def write_image(result, path: str | os.PathLike, *, overwrite: bool, scheduler=N
                 str(temp), mode="w", shape=result.shape, chunks=result.chunksize,
                 dtype=result.dtype,
             )  # fmt: skip
-        elif kind == "npy":
+        else:
             target = np.lib.format.open_memmap(
                 temp, mode="w+", dtype=result.dtype, shape=result.shape
             )
-        else:
-            target = np.empty(result.shape, dtype=result.dtype)
         _store(result, target, scheduler)
         if kind == "npy":
             target.flush()
             del target
-        elif kind == "tif":
-            import tifffile
 
-            tifffile.imwrite(temp, target)
+
+def _write_tiff(result, temp: Path, scheduler) -> None:
+    """Write ``result`` as grey pages (its last two axes), one slab at a time.
+
+    TIFF pages must go in order, so each slab (one chunk of the first axis) is computed
+    whole, cut into pages and written before the next is computed.  ``minisblack`` keeps
+    a trailing axis of length 3 or 4 an axis of the volume, not RGB samples.
+    """
+    import tifffile
+
+    if result.ndim < 3 or result.size == 0:  # one page (or none): nothing to stream
+        grey = "minisblack" if result.ndim >= 2 else None  # tifffile refuses it for 1-D
+        tifffile.imwrite(temp, _compute(result, scheduler), photometric=grey)
+        return
+    page = result.shape[-2:]
+    pages = (p for slab in _slabs(result, scheduler) for p in slab.reshape(-1, *page))
+    tifffile.imwrite(temp, pages, shape=result.shape, dtype=result.dtype, photometric="minisblack")
+
+
+def _compute(result, scheduler) -> np.ndarray:
+    """``result`` as a NumPy array, computed here or on the cluster."""
+    if scheduler is None:
+        return np.asarray(result.compute())
+    return np.asarray(scheduler.compute(result).result())
+
+
+def _slabs(result, scheduler, ahead: int = 2) -> Iterator[np.ndarray]:
+    """Yield ``result`` computed one chunk of its first axis at a time, in order."""
+    regions = _slab_regions(result)
+    if scheduler is None:
+        slabs = (result[region].compute() for region in regions)
+    else:
+        futures = (scheduler.compute(result[region]) for region in regions)
+        slabs = _in_order(futures, ahead)
+    for done, slab in enumerate(slabs, start=1):
+        # Report before yielding: the writer may never ask for more after the last page.
+        end = "\n" if done == len(regions) else ""
+        print(f"\rvarblur: {done}/{len(regions)} slabs", end=end, file=sys.stderr, flush=True)
+        yield np.asarray(slab)
+
+
+def _in_order(futures: Iterator, ahead: int) -> Iterator[np.ndarray]:
+    """Results of ``futures`` in order, keeping ``ahead`` more in flight on the cluster
+    so its workers stay busy while a slab is written, without the whole result piling
+    up there."""
+    import collections
+
+    window: collections.deque = collections.deque()
+    for future in futures:
+        window.append(future)
+        if len(window) > ahead:
+            yield window.popleft().result()
+    while window:
+        yield window.popleft().result()
+
+
+def _slab_regions(result) -> list[slice]:
+    """One slice of the first axis per chunk along it."""
+    bounds = np.cumsum((0, *result.chunks[0]))
+    return [slice(int(lo), int(hi)) for lo, hi in itertools.pairwise(bounds)]
 
 
 def _store(result, target, scheduler) -> None:
@@ -164,10 +227,8 @@ def _store(result, target, scheduler) -> None:
     if result.ndim == 0 or result.size == 0:
         target[...] = result.compute()
         return
-    bounds = np.cumsum((0, *result.chunks[0]))
-    count = len(bounds) - 1
-    for i in range(count):
-        region = slice(int(bounds[i]), int(bounds[i + 1]))
+    regions = _slab_regions(result)
+    for done, region in enumerate(regions, start=1):
         da.store(result[region], target, regions=(region,), lock=True)
-        print(f"\rvarblur: {i + 1}/{count} slabs", end="", file=sys.stderr, flush=True)
+        print(f"\rvarblur: {done}/{len(regions)} slabs", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)

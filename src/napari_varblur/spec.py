@@ -209,22 +209,24 @@ def map_layout(map_shape: tuple[int, ...], image_shape: tuple[int, ...], naxes: 
 def map_for_axes(
     values: Any, image_shape: tuple[int, ...], axes: tuple[int, ...], name: str = "sigma_map"
 ) -> Any:
-    """A sigma map given either in the image's shape or in the shape of its blurred
-    axes (in the order of ``axes``), as an array that broadcasts to the image.
+    """A sigma map given in a shape that broadcasts to the image's, or in the shape of
+    its blurred axes (in the order of ``axes``), as an array that broadcasts to the image.
 
     For adapters (CLI, napari) that accept a map of just the blurred axes: it is
     transposed into the image's axis order (``axes=(2, 1)`` takes a map of shape
-    ``(n2, n1)``) and gets length-1 batch axes.  NumPy and dask arrays both work.  A
-    shape that fits the image as is wins over the blurred-axes reading.
+    ``(n2, n1)``) and gets length-1 batch axes.  NumPy and dask arrays both work.  A map
+    with the image's ndim that broadcasts to it is used as is (that reading wins when
+    both fit).
     """
     shape = tuple(values.shape)
-    if shape == tuple(image_shape):
+    ndim = len(image_shape)
+    if len(shape) == ndim and all(s in (1, n) for s, n in zip(shape, image_shape)):
         return values
     spatial = tuple(image_shape[a] for a in axes)
     if shape == spatial:
         order = np.argsort(axes)  # given order -> ascending axis order
         moved = values.transpose(tuple(int(i) for i in order))
-        return moved.reshape([image_shape[a] if a in axes else 1 for a in range(len(image_shape))])
+        return moved.reshape([image_shape[a] if a in axes else 1 for a in range(ndim)])
     raise ValueError(
         f"{name}: shape {shape} fits neither the image's shape {tuple(image_shape)} nor "
         f"the shape of its blurred axes {spatial} (axes {tuple(axes)})"
@@ -319,6 +321,31 @@ def normalize_sigma_map(
     return maps, not per_axis, maxima
 
 
+def _normalize_sigma(sigma: object, shape: tuple[int, ...], k: int, radius) -> tuple:
+    """(global sigma or None, map arrays or None, isotropic, each axis's largest sigma)."""
+    if isinstance(sigma, np.ndarray) and sigma.ndim == 0:
+        sigma = sigma.item()
+    if (is_dask_array(sigma) or isinstance(sigma, np.ndarray)) and not (
+        sigma.ndim == 1 and len(shape) != 1
+    ):
+        if radius is not None:
+            raise ValueError(
+                "radius: cannot be combined with a sigma map (each pixel's radius comes "
+                "from its sigma and truncate)"
+            )
+        maps, isotropic, maxima = normalize_sigma_map(sigma, shape, k)
+        return None, maps, isotropic, maxima
+    if _is_number(sigma) or (
+        isinstance(sigma, (Sequence, np.ndarray)) and not isinstance(sigma, (str, bytes))
+    ):
+        values = normalize_global_sigma(sigma, k)
+        return values, None, len(set(values)) <= 1, values
+    raise TypeError(
+        f"sigma: expected a number, one number per blurred axis, or a NumPy sigma "
+        f"map, got {type(sigma).__name__}"
+    )
+
+
 @dataclass(frozen=True)
 class BlurSpec:
     """A validated, normalised blur request.
@@ -393,30 +420,7 @@ class BlurSpec:
         prec = normalize_precision(precision)
         name = normalize_backend(backend)
 
-        sig = smap = None
-        isotropic = True
-        if isinstance(sigma, np.ndarray) and sigma.ndim == 0:
-            sigma = sigma.item()
-        if (is_dask_array(sigma) or isinstance(sigma, np.ndarray)) and not (
-            sigma.ndim == 1 and arr.ndim != 1
-        ):
-            if rad is not None:
-                raise ValueError(
-                    "radius: cannot be combined with a sigma map (each pixel's radius comes "
-                    "from its sigma and truncate)"
-                )
-            smap, isotropic, sigma_max = normalize_sigma_map(sigma, tuple(arr.shape), k)
-        elif _is_number(sigma) or (
-            isinstance(sigma, (Sequence, np.ndarray)) and not isinstance(sigma, (str, bytes))
-        ):
-            sig = normalize_global_sigma(sigma, k)
-            sigma_max = sig
-            isotropic = len(set(sig)) <= 1
-        else:
-            raise TypeError(
-                f"sigma: expected a number, one number per blurred axis, or a NumPy sigma "
-                f"map, got {type(sigma).__name__}"
-            )
+        sig, smap, isotropic, sigma_max = _normalize_sigma(sigma, tuple(arr.shape), k, rad)
         check_radii(tuple(arr.shape), blurred, modes, trunc, sigma_max, radius=rad, maps=smap)
         return cls(
             image=arr,

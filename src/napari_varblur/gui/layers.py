@@ -17,8 +17,14 @@ from napari.layers import Image, Layer
 
 from .. import __version__, backends
 from ..api import gaussian_blur
-from ..chunked import is_dask_array
-from ..spec import BlurSpec
+from ..spec import (
+    BlurSpec,
+    is_dask_array,
+    map_for_axes,
+    normalize_axes,
+    normalize_global_sigma,
+    scale_map,
+)
 
 if TYPE_CHECKING:
     import napari
@@ -72,30 +78,18 @@ class LayerBlur:
         blurred = _blurred_axes(layer, axes)
         if not is_dask_array(image) and image.nbytes > LAZY_BYTES:
             image = _as_planes(image, blurred)
-        k = len(blurred)
-        scale = np.asarray(layer.scale, dtype=np.float64)[list(blurred)]
-        if np.isscalar(sigma):
-            factor = np.full(k, float(sigma))
-        else:
-            factor = np.asarray(sigma, dtype=np.float64)
-            if factor.shape != (k,):
-                raise ValueError(
-                    f"sigma: got {factor.size} values for {k} blurred axes; give one sigma "
-                    "or one per blurred axis"
-                )
+        factor = np.asarray(normalize_global_sigma(sigma, len(blurred)))
         if world_units:
-            factor = factor / scale
+            factor = factor / np.asarray(layer.scale, dtype=np.float64)[list(blurred)]
         map_name = None
-        isotropic = bool(np.all(factor == factor[0]))
         if sigma_map is None:
-            sigma_arg: Any = float(factor[0]) if isotropic else tuple(float(f) for f in factor)
+            sigma_arg: Any = tuple(float(f) for f in factor)
         else:
-            map_name = sigma_map.name if isinstance(sigma_map, Layer) else "array"
-            values = _map_for(image, blurred, sigma_map, level)
-            if isotropic:
-                sigma_arg = values * factor[0]
-            else:  # per-axis factors (or world units with anisotropic scale)
-                sigma_arg = values[..., None] * factor
+            is_layer = isinstance(sigma_map, Layer)
+            map_name = sigma_map.name if is_layer else "array"
+            where = f"sigma_map {map_name!r}" if is_layer else "sigma_map"  # names it in errors
+            values = map_for_axes(_map_values(sigma_map, level), image.shape, blurred, where)
+            sigma_arg = scale_map(values, factor)
         options = dict(
             mode=mode,
             cval=cval,
@@ -297,22 +291,21 @@ def publish(
     role: str = "result",
     difference_data: np.ndarray | None = None,
     difference_name: str | None = None,
+    difference_limit: float | None = None,
 ) -> tuple[Image, Image | None]:
     """Add the result (and difference) layers to ``viewer``, or update the ones an
     earlier run made from the same input; without a viewer, return new layers.
 
-    The difference is input minus result unless ``difference_data`` is given.
+    The difference is input minus result unless ``difference_data`` is given; its
+    contrast is ``±difference_limit`` when given (e.g. computed off the GUI thread).
     """
     source = result.request.layer
     out = _upsert(viewer, source, role, result.data, result.name(), result.metadata(role), {})
     diff_layer = None
     if difference:
         diff = result.difference() if difference_data is None else difference_data
-        if is_dask_array(diff):  # lazy: do not compute it all for the contrast limits
-            low, high = source.contrast_limits
-            limit = float(high - low) / 4 or 1.0
-        else:
-            limit = float(np.nanmax(np.abs(diff), initial=0.0)) or 1.0
+        limit = _difference_limit(diff, source) if difference_limit is None else difference_limit
+        limit = limit if np.isfinite(limit) and limit > 0 else 1.0  # napari needs low < high
         diff_layer = _upsert(
             viewer,
             source,
@@ -323,6 +316,31 @@ def publish(
             {"colormap": DIFFERENCE_COLORMAP, "contrast_limits": (-limit, limit)},
         )
     return out, diff_layer
+
+
+def difference_stats(a, b) -> dict[str, float]:
+    """``max |a - b|`` and the RMS of ``a - b`` (NaN ignored), in float64.
+
+    This computes: call it off the GUI thread.  Lazy (dask) inputs are reduced chunk by
+    chunk, both statistics in one pass, and never held whole.
+    """
+    if a.size == 0:
+        return {"max_abs_diff": 0.0, "rms_diff": 0.0}
+    diff = a.astype(np.float64) - b.astype(np.float64)
+    stats = (np.nanmax(np.abs(diff)), np.sqrt(np.nanmean(diff**2)))
+    if is_dask_array(diff):
+        import dask
+
+        stats = dask.compute(*stats)
+    return {"max_abs_diff": float(stats[0]), "rms_diff": float(stats[1])}
+
+
+def _difference_limit(diff, source: Image) -> float:
+    """Half-width of the difference layer's contrast range."""
+    if is_dask_array(diff):  # lazy: do not compute it all for the contrast limits
+        low, high = source.contrast_limits
+        return float(high - low) / 4
+    return float(np.nanmax(np.abs(diff), initial=0.0))
 
 
 def _upsert(viewer, source, role, data, name, metadata, display) -> Image:
@@ -407,6 +425,7 @@ def _as_planes(image: np.ndarray, axes: tuple[int, ...]):
 
 
 def _blurred_axes(layer: Image, axes: str | Sequence[int]) -> tuple[int, ...]:
+    """The blurred axes for a choice in :data:`AXES_CHOICES` or explicit indices."""
     ndim = np.ndim(layer.data[0]) if layer.multiscale else np.ndim(layer.data)
     spatial = ndim - 1 if layer.rgb else ndim
     if isinstance(axes, str):
@@ -423,31 +442,15 @@ def _blurred_axes(layer: Image, axes: str | Sequence[int]) -> tuple[int, ...]:
                 f"{layer.name!r} has {spatial}"
             )
         return tuple(range(spatial - count, spatial))
-    return tuple(int(a) % ndim for a in axes)
+    # Explicit axes index the layer's data (an RGB layer's channel axis included).
+    return normalize_axes(axes, ndim)
 
 
-def _map_for(image: np.ndarray, axes: tuple[int, ...], sigma_map, level) -> np.ndarray:
-    """The sigma map as an array broadcastable to the image."""
+def _map_values(sigma_map: Layer | np.ndarray, level: int | None):
+    """The sigma map's data: a layer's (at ``level`` when multiscale) or the array's."""
     if isinstance(sigma_map, Layer):
-        values = _layer_data(sigma_map, "sigma_map", level if sigma_map.multiscale else None)
-        if not is_dask_array(values) and is_dask_array(image):
-            values = np.asarray(values)
-        name = sigma_map.name
-    else:
-        values = np.asarray(sigma_map)
-        name = "array"
-    if values.shape == image.shape:
-        return values
-    spatial = tuple(image.shape[a] for a in axes)
-    if values.shape == spatial:
-        shape = [1] * image.ndim
-        for a in axes:
-            shape[a] = image.shape[a]
-        return values.reshape(shape)
-    raise ValueError(
-        f"sigma_map: {name!r} has shape {values.shape}, which fits neither the image's "
-        f"shape {image.shape} nor the shape of its blurred axes {spatial}"
-    )
+        return _layer_data(sigma_map, "sigma_map", level if sigma_map.multiscale else None)
+    return _array(sigma_map)
 
 
 def _take_batch(values: np.ndarray, index: tuple) -> np.ndarray:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from magicgui.widgets import (
     CheckBox,
     ComboBox,
@@ -26,7 +25,7 @@ from napari.utils.notifications import show_error, show_info
 
 from .. import backends
 from ..boundary import MODE_ALIASES, MODES
-from .layers import AXES_CHOICES, LayerBlur, publish
+from .layers import AXES_CHOICES, LayerBlur, difference_stats, publish
 
 if TYPE_CHECKING:
     import napari
@@ -131,9 +130,13 @@ class _BlurForm(Container):
             self.status.value = "cancelling..."
 
     def _start(self, work, total: int, on_done) -> None:
-        worker = thread_worker(work, progress={"total": total, "desc": "VarBlur"})()
+        # The widget reports the worker's errors itself (ignore_errors: napari would
+        # otherwise re-raise them into the Qt event loop, where no user sees them).
+        worker = thread_worker(
+            work, progress={"total": total, "desc": "VarBlur"}, ignore_errors=True
+        )()
         worker.yielded.connect(lambda done: setattr(self.status, "value", f"{done}/{total} done"))
-        worker.returned.connect(on_done)
+        worker.returned.connect(lambda value: self._deliver(on_done, value))
         worker.errored.connect(lambda err: self.fail(str(err)))
         worker.aborted.connect(lambda: setattr(self.status, "value", "cancelled"))
         worker.finished.connect(self._finished)
@@ -142,6 +145,14 @@ class _BlurForm(Container):
         self.cancel_button.enabled = True
         self.status.value = "running..."
         worker.start()
+
+    def _deliver(self, on_done, value) -> None:
+        """Run ``on_done`` on the GUI thread; an error there becomes a shown error
+        (a Qt slot would only print it to the console)."""
+        try:
+            on_done(value)
+        except Exception as err:  # any failure must reach the user, not the console
+            self.fail(f"could not show the result: {err}")
 
     def _finished(self) -> None:
         self._worker = None
@@ -213,27 +224,26 @@ class CompareWidget(_BlurForm):
             for request in (first, second):
                 result = yield from _progress_of(request, len(results))
                 results.append(result)
-            return results
+            a, b = results
+            # The statistics compute (all of a lazy result): here, off the GUI thread, so
+            # an error reaches worker.errored and the widget shows it.
+            diff = a.data - b.data.astype(a.data.dtype)  # stays lazy for a lazy result
+            return a, b, diff, difference_stats(a.data, b.data)
 
         total = len(first.batch_chunks) * 2
         self._start(work, total, self._done)
 
-    def _done(self, results) -> None:
-        a, b = results
-        diff = a.data.astype(np.float64) - b.data.astype(np.float64)
-        self.stats = {
-            "max_abs_diff": float(np.nanmax(np.abs(diff), initial=0.0)),
-            "rms_diff": float(np.sqrt(np.nanmean(diff**2))) if diff.size else 0.0,
-            "seconds_a": a.seconds,
-            "seconds_b": b.seconds,
-        }
+    def _done(self, outcome) -> None:
+        a, b, diff, stats = outcome
+        self.stats = {**stats, "seconds_a": a.seconds, "seconds_b": b.seconds}
         publish(
             a,
             self._viewer,
             difference=True,
             role="compare",
-            difference_data=(a.data - b.data.astype(a.data.dtype)),
+            difference_data=diff,
             difference_name=f"{a.request.layer.name} {a.backend} minus {b.backend}",
+            difference_limit=stats["max_abs_diff"],
         )
         s = self.stats
         self.report.value = (
