@@ -208,7 +208,7 @@ def _compact_map(sigma, shape, axes, missing: int) -> tuple[np.ndarray, np.ndarr
     One array type for every map dtype and layout (one compiled kernel), and no copy
     of the broadcast axes.
     """
-    full = np.broadcast_to(sigma, shape)
+    full = sigma if sigma.shape == tuple(shape) else np.broadcast_to(sigma, shape)
     # Keep length 1 where the map does not vary (a length-1 or a zero-stride axis).
     index = tuple(
         slice(0, 1) if n == 1 or stride == 0 else slice(None)
@@ -270,11 +270,12 @@ def _padded(work: np.ndarray, plan: list[MapAxis]) -> np.ndarray:
 
 
 #: The Gaussian recurrence restarts from exact exponentials every RESTART offsets.
-#: Between restarts w(d+1) = w(d) g(d) and g(d+1) = g(d) q2, with q2 = exp(-2h) rounded
-#: once: after i steps g carries at most ~1.5 i ulp of error and w ~0.75 i^2 + i ulp,
-#: so with 16 steps in float64 every weight is within ~210 ulp (5e-14) of exp(-d^2 h),
-#: at any sigma.  Without restarts the rounding of q alone grows as d^2 ulp: 1.5e-12 at
-#: sigma 3500 (the contract's float64 bound is 1e-12).
+#: Between restarts w(d+1) = w(d) g(d) and g(d+1) = g(d) q2, with q = exp(-h) and
+#: q2 = q^2 (the first block starts from q alone, so radii up to RESTART cost one exp
+#: per pixel and axis): after i steps g carries at most ~2.5 i ulp of error and w
+#: ~1.25 i^2 + 2 i ulp, so with 16 steps in float64 every weight is within ~350 ulp
+#: (8e-14) of exp(-d^2 h), at any sigma.  Without restarts the rounding of q alone
+#: grows as d^2 ulp: 1.5e-12 at sigma 3500 (the contract's float64 bound is 1e-12).
 RESTART = 16
 
 
@@ -289,17 +290,22 @@ def _gauss_table(table, pad, radius, h, lo, hi, width, den, w, g, q2, sums):  # 
     for v in range(width):
         big = max(big, radius[v])
         table[pad, v] = 1.0
-        q2[v] = np.exp(-2.0 * h[v])
+        q = np.exp(-h[v])  # the only exp for radii up to RESTART
+        q2[v] = q * q
+        w[v] = q  # w(1) = q, and g(1) = q^3 takes it to w(2) = q^4
+        g[v] = q * q2[v]
         sums[v] = 1.0
     for d in range(1, big + 1):
-        restart = (d - 1) % RESTART == 0
-        for v in range(width):
-            if restart:
-                w[v] = np.exp(-(d * d) * h[v])
-                g[v] = np.exp(-(2 * d + 1) * h[v])
+        if d > 1:
+            if (d - 1) % RESTART == 0:
+                for v in range(width):
+                    w[v] = np.exp(-(d * d) * h[v])
+                    g[v] = np.exp(-(2 * d + 1) * h[v])
             else:
-                w[v] *= g[v]
-                g[v] *= q2[v]
+                for v in range(width):
+                    w[v] *= g[v]
+                    g[v] *= q2[v]
+        for v in range(width):
             table[pad + d, v] = w[v] if d <= radius[v] else 0.0
             value = table[pad + d, v]
             table[pad - d, v] = value
@@ -346,7 +352,7 @@ def _axpy(acc, weights, values, start, width):  # pragma: no cover - jitted
         acc[v] += weights[v] * src[v]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def _tile_axis(
     s, f, a, b, i, j, m0, width, crop, limit, truncate, n, rad, lo, hi, hs
 ):  # pragma: no cover
