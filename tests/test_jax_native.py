@@ -113,9 +113,12 @@ def test_new_sigma_with_same_radius_does_not_recompile(image, rng):
     gaussian_blur(image, 2.1, backend="jax")  # radius 7: a new program
     assert jax_xla._separable._cache_size() == 3
 
-    gaussian_blur(image, np.full(image.shape, 1.9), backend="jax")
-    gaussian_blur(image, rng.uniform(1.7, 2.0, image.shape), backend="jax")  # max radius 6 both
+    gaussian_blur(image, np.full(image.shape, 1.9), backend="jax")  # largest radius 6
+    gaussian_blur(image, rng.uniform(1.0, 1.6, image.shape), backend="jax")  # 5
+    gaussian_blur(image, np.full(image.shape, 2.6), backend="jax")  # 8: padding 8 for all
     assert jax_xla._varying_jit._cache_size() == 1
+    gaussian_blur(image, np.full(image.shape, 2.7), backend="jax")  # 9: padding 16
+    assert jax_xla._varying_jit._cache_size() == 2
 
 
 def test_float64_is_real_and_global_config_untouched(image):

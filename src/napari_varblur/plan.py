@@ -8,6 +8,7 @@ and per-pixel radius/weight-exponent arrays for sigma maps.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -159,12 +160,12 @@ def map_plan(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> list[M
     return out
 
 
-def padding_order(plan: list[MapAxis]) -> list[int]:
-    """The order in which to extend a map blur's axes: crop axes last, so that the
-    corners they share with another axis's extension are zeros too (kernels that read
-    a whole tile's window weight those corner taps by 0 and rely on them adding 0,
-    never a cval or an extended NaN)."""
-    return sorted(range(len(plan)), key=lambda a: plan[a].crop)
+def padding_order(modes: Sequence[Mode]) -> list[int]:
+    """The order in which to extend a map blur's axes (given their modes): crop axes
+    last, so that the corners they share with another axis's extension are zeros too
+    (kernels that read a whole tile's window weight those corner taps by 0 and rely on
+    them adding 0, never a cval or an extended NaN)."""
+    return sorted(range(len(modes)), key=lambda a: modes[a].crop)
 
 
 def working_layout(array: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:

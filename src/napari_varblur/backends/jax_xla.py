@@ -20,7 +20,7 @@ import numpy as np
 from jax import lax
 
 from ..boundary import extend_indices
-from ..plan import from_working_layout, global_plan, map_plan, working_layout
+from ..plan import from_working_layout, global_plan, map_plan, padding_order, working_layout
 from ..spec import BlurSpec
 
 #: Up to this many taps a loop is unrolled (XLA fuses it); beyond, a ``fori_loop``
@@ -254,7 +254,7 @@ def varying_blur(work, radius, exponent, fills, layout, reach=None):
     if reach is None:
         reach = tuple(pad for _, _, pad in layout)
     padded = work
-    for a in padding_order(layout):
+    for a in padding_order([mode for _, mode, _ in layout]):
         n, mode, pad = layout[a]
         padded = extend_axis(padded, a + 1, n, mode, pad, pad, fills[a])
     block = RESTART[np.dtype(work.dtype)]
@@ -265,13 +265,6 @@ def varying_blur(work, radius, exponent, fills, layout, reach=None):
         den = den * _counted_sum(a, layout[a], radius[a], exponent[a], reach[a],
                                  block if last else 1, start if last else None)  # fmt: skip
     return _outer_sum(padded, radius, exponent, layout, reach, block, start) / den
-
-
-def padding_order(layout) -> list[int]:
-    """Crop axes last, so their zeros also cover the corners where another axis's
-    extension (e.g. a constant cval) would otherwise leak into dropped taps (the same
-    rule as :func:`napari_varblur.plan.padding_order`)."""
-    return sorted(range(len(layout)), key=lambda a: layout[a][1].crop)
 
 
 def _counted_sum(a, axis_layout, radius, h, reach, block, start):

@@ -257,7 +257,7 @@ def _padded(work: np.ndarray, plan: list[MapAxis]) -> np.ndarray:
     """``work`` extended on every blurred axis by its padding, in its mode, in
     :func:`~napari_varblur.plan.padding_order` (crop axes, padded with zeros, last)."""
     padded = work
-    for i in padding_order(plan):
+    for i in padding_order([m.mode for m in plan]):
         m, a = plan[i], i + 1
         if m.pad == 0:
             continue
