@@ -96,5 +96,8 @@ def _varying_blur(x: np.ndarray, plan: list[MapAxis]) -> np.ndarray:
             window[m.axis] = slice(t, t + m.n)
             visit(a + 1, w * w_d, count & c_d, window)
 
-    visit(0, np.ones(x.shape), np.ones(x.shape, dtype=bool), [slice(None)] * x.ndim)
+    # A counted tap whose weight underflowed to 0 times an infinite value is NaN: the
+    # contract's meaning, so NumPy need not warn about it.
+    with np.errstate(invalid="ignore"):
+        visit(0, np.ones(x.shape), np.ones(x.shape, dtype=bool), [slice(None)] * x.ndim)
     return numerator / denominator
