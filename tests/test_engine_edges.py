@@ -343,3 +343,34 @@ def test_property_traced_sigma_on_radius_jumps(k, nudge, truncate, mode):
     out = np.asarray(run(jnp.asarray(image), jnp.asarray(values)))
     expected = reference(image, values, mode=mode, cval=2.0, truncate=truncate)
     assert_close(out, expected, "float32", image)
+
+
+def test_jax_native_half_precision_image_with_a_map():
+    image = jnp.zeros((16, 16), jnp.float16).at[8, 8].set(1)
+    sigma_map = np.full((16, 16), 1.5, np.float32)
+    out = jax_blur(image, sigma_map)
+    traced = jax.jit(lambda s: jax_blur(image, s, max_radius=5))(jnp.asarray(sigma_map))
+    expected = reference(np.asarray(image, np.float64), sigma_map)
+    for result in (out, traced):
+        assert result.dtype == jnp.float16
+        np.testing.assert_allclose(np.asarray(result, np.float64), expected, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"sigma": 10**400}, r"^sigma: must be a finite number >= 0"),
+        ({"sigma": (1.0, 10**400)}, r"^sigma: per-axis sigma is infinite"),
+        ({"sigma": 1.0, "truncate": 10**400}, r"^truncate: must be a finite number > 0"),
+    ],
+)
+def test_numbers_beyond_float_range_are_value_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        gaussian_blur(np.ones((4, 4)), **kwargs)
+
+
+def test_empty_dask_map_is_fine():
+    import dask.array as da
+
+    out = gaussian_blur(da.ones((0, 5), chunks=2), da.ones((0, 5), chunks=2))
+    assert out.compute().shape == (0, 5)

@@ -184,6 +184,9 @@ def test_explicit_axes_out_of_range_are_refused():
     photo = Image(np.zeros((8, 9, 3), np.uint8), rgb=True, name="photo")
     with pytest.raises(ValueError, match="axes: axis 3 is out of range for a 3-D image"):
         LayerBlur.from_layer(photo, 1.0, axes=(3,))
+    # In world units the channel axis has no scale: a clear error, not an IndexError.
+    with pytest.raises(ValueError, match="axes: axis 2 is the colour channel axis of 'photo'"):
+        LayerBlur.from_layer(photo, 1.0, axes=(0, 2), world_units=True)
 
 
 @pytest.mark.parametrize("as_layer", [False, True], ids=["array", "layer"])

@@ -160,6 +160,22 @@ def map_plan(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> list[M
     return out
 
 
+def shape_along(axis: int, ndim: int, n: int) -> tuple[int, ...]:
+    """The shape that puts ``n`` values along ``axis`` of an ``ndim``-D array."""
+    return (1,) * axis + (n,) + (1,) * (ndim - axis - 1)
+
+
+def extend_along(x: np.ndarray, axis: int, source: np.ndarray, fill: float) -> np.ndarray:
+    """``x`` extended along ``axis``: position j reads ``x[source[j]]`` (a mode's
+    ``extend``), or ``fill`` where ``source[j]`` is -1."""
+    ext = np.take(x, np.maximum(source, 0), axis=axis)
+    outside = source < 0
+    if not outside.any():
+        return ext
+    return np.where(outside.reshape(shape_along(axis, x.ndim, len(source))),
+                    ext.dtype.type(fill), ext)  # fmt: skip
+
+
 def padding_order(modes: Sequence[Mode]) -> list[int]:
     """The order in which to extend a map blur's axes (given their modes): crop axes
     last, so that the corners they share with another axis's extension are zeros too

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 #: Largest kernel radius we accept for a global sigma; beyond it the kernel alone would
-#: take gigabytes.  (Radii larger than the axis are folded, so this is never needed.)
+#: take gigabytes (the full float64 kernel is built once, then folded onto the axis).
 MAX_GLOBAL_RADIUS = 50_000_000
 
 #: Cap on ``1/(2 sigma^2)``: finite even in float32, and exp(-d^2 * cap) is 0 for d >= 1,
@@ -37,9 +37,10 @@ def exponent_of(sigma: np.ndarray, dtype: type = np.float64) -> np.ndarray:
     precise as that anyway; radii never come from this).
     """
     original = np.asarray(sigma)
-    s = original.astype(dtype, copy=False)
-    h = np.zeros_like(s)
-    with np.errstate(over="ignore", under="ignore", divide="ignore"):  # tiny sigma: h = inf
+    # A huge float64 sigma overflows float32 to inf (h = 0); a tiny one gives h = inf.
+    with np.errstate(over="ignore", under="ignore", divide="ignore"):
+        s = original.astype(dtype, copy=False)
+        h = np.zeros_like(s)
         np.divide(0.5, s * s, out=h, where=s > 0)
     np.minimum(h, MAX_EXPONENT, out=h)
     if s.dtype.itemsize < original.dtype.itemsize:

@@ -35,6 +35,15 @@ def _is_number(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def _as_float(value: numbers.Real) -> float:
+    """``float(value)``; a Python int beyond float's range becomes inf (then refused
+    by the caller's finiteness check) instead of raising OverflowError."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _where(mask: np.ndarray) -> str:
     """Describe how many entries of ``mask`` are set and where the first one is."""
     count = int(np.count_nonzero(mask))
@@ -101,11 +110,11 @@ def normalize_cval(cval: object) -> float:
     """Any real number (NaN and inf too: they propagate like scipy's)."""
     if not _is_number(cval):
         raise ValueError(f"cval: must be a real number, got {cval!r}")
-    return float(cval)
+    return _as_float(cval)
 
 
 def normalize_truncate(truncate: object) -> float:
-    if not _is_number(truncate) or not math.isfinite(truncate) or truncate <= 0:
+    if not _is_number(truncate) or not math.isfinite(_as_float(truncate)) or truncate <= 0:
         raise ValueError(f"truncate: must be a finite number > 0, got {truncate!r}")
     return float(truncate)
 
@@ -166,7 +175,7 @@ def check_sigma_values(values: np.ndarray, what: str) -> None:
 def normalize_global_sigma(sigma: object, naxes: int) -> tuple[float, ...]:
     """One float sigma per blurred axis from a number or a sequence."""
     if _is_number(sigma):
-        if not math.isfinite(sigma) or sigma < 0:
+        if not math.isfinite(_as_float(sigma)) or sigma < 0:
             raise ValueError(f"sigma: must be a finite number >= 0, got {sigma!r}")
         values = [sigma] * naxes
     else:
@@ -179,7 +188,7 @@ def normalize_global_sigma(sigma: object, naxes: int) -> tuple[float, ...]:
         for v in values:
             if not _is_number(v):
                 raise TypeError(f"sigma: expected numbers, got {v!r}")
-    arr = np.asarray(values, dtype=np.float64)
+    arr = np.asarray([_as_float(v) for v in values], dtype=np.float64)
     check_sigma_values(arr, "per-axis sigma")
     return tuple(float(v) for v in arr)
 
@@ -283,10 +292,10 @@ def _lazy_map_maxima(sigma: Any, per_axis: bool, k: int) -> tuple[float, ...]:
     over the map (the first bad value is located only when there is one)."""
     import dask
 
+    if sigma.size == 0:
+        return (0.0,) * k
     maxima = [sigma[..., i].max() for i in range(k)] if per_axis else [sigma.max()]
-    checks = [(sigma < 0).any()]
-    if sigma.dtype.kind == "f":
-        checks.append((~np.isfinite(sigma)).any())
+    checks = [(sigma < 0).any(), (~np.isfinite(sigma)).any()]  # a float map by now
     results = dask.compute(*maxima, *checks)
     if any(results[len(maxima) :]):
         check_sigma_values(np.asarray(sigma, dtype=np.float64), "the sigma map")

@@ -20,7 +20,14 @@ import numpy as np
 from jax import lax
 
 from ..boundary import extend_indices
-from ..plan import from_working_layout, global_plan, map_plan, padding_order, working_layout
+from ..plan import (
+    from_working_layout,
+    global_plan,
+    map_plan,
+    padding_order,
+    shape_along,
+    working_layout,
+)
 from ..spec import BlurSpec
 
 #: Up to this many taps a loop is unrolled (XLA fuses it); beyond, a ``fori_loop``
@@ -48,10 +55,6 @@ def device_name() -> str:
 # --------------------------------------------------------------------------- helpers
 
 
-def _shape_along(axis: int, ndim: int, n: int) -> tuple[int, ...]:
-    return (1,) * axis + (n,) + (1,) * (ndim - axis - 1)
-
-
 def extend_axis(
     x: jax.Array, axis: int, n: int, mode: str, left: int, right: int, fill
 ) -> jax.Array:
@@ -73,7 +76,7 @@ def extend_axis(
         else:
             part = jnp.take(x, np.maximum(src, 0), axis=axis)
             if (src < 0).any():
-                mask = (src < 0).reshape(_shape_along(axis, x.ndim, hi - lo))
+                mask = (src < 0).reshape(shape_along(axis, x.ndim, hi - lo))
                 part = jnp.where(mask, jnp.asarray(fill, x.dtype), part)
         parts.append(part)
     head = parts[0] if left else None
@@ -95,7 +98,7 @@ def correlate_axis(x, axis: int, n: int, mode: str, left: int, weights, scale, f
             return acc + weights[t] * lax.dynamic_slice_in_dim(ext, t, n, axis=axis)
 
         acc = lax.fori_loop(0, taps, body, jnp.zeros_like(x))
-    return acc * scale.reshape(_shape_along(axis, x.ndim, n))
+    return acc * scale.reshape(shape_along(axis, x.ndim, n))
 
 
 # --------------------------------------------------------------------------- radius
@@ -171,7 +174,7 @@ def _sign_of_sum(terms):
 #: in float64) of exp(-d^2 h), at any sigma.  Without restarts the rounding of q grows
 #: as d^2 ulp: 1e-3 at sigma 60 in float32.  Blocks of 4 are also the fastest on XLA's
 #: CPU backend here (a fused block of 12 dynamic slices ran 1.4x slower than three of 4).
-RESTART = {np.dtype(np.float32): 4, np.dtype(np.float64): 4}
+RESTART = 4
 
 
 def gauss(d, h):
@@ -257,7 +260,7 @@ def varying_blur(work, radius, exponent, fills, layout, reach=None):
     for a in padding_order([mode for _, mode, _ in layout]):
         n, mode, pad = layout[a]
         padded = extend_axis(padded, a + 1, n, mode, pad, pad, fills[a])
-    block = RESTART[np.dtype(work.dtype)]
+    block = RESTART
     start = recurrence_start(exponent[-1])  # the last axis's, shared by every loop
     den = jnp.ones(shape, work.dtype)
     for a in range(k):

@@ -27,6 +27,7 @@ from numba import njit, prange
 from ..plan import (
     AxisPass,
     MapAxis,
+    extend_along,
     from_working_layout,
     global_plan,
     map_plan,
@@ -178,9 +179,12 @@ def _varying_blur(x: np.ndarray, spec: BlurSpec, plan: list[MapAxis]) -> np.ndar
     lead = work.shape[:1] + (1,) * missing
     padded = padded.reshape(lead + padded.shape[1:])
     target = out.reshape(lead + work.shape[1:])
-    maps = [(_ZERO_MAP, np.zeros(4, np.int64))] * missing + [
-        _compact_map(m.sigma, spec.shape, spec.axes, missing) for m in plan
-    ]
+    # An isotropic map is converted once and serves every axis.
+    compact = [_compact_map(m.sigma, spec.shape, spec.axes, missing)
+               for m in (plan[:1] if spec.isotropic else plan)]  # fmt: skip
+    maps = [(_ZERO_MAP, np.zeros(4, np.int64))] * missing + compact * (
+        len(plan) if spec.isotropic else 1
+    )
     with _parallel_section():
         _varying3d(
             padded,
@@ -258,14 +262,8 @@ def _padded(work: np.ndarray, plan: list[MapAxis]) -> np.ndarray:
     :func:`~napari_varblur.plan.padding_order` (crop axes, padded with zeros, last)."""
     padded = work
     for i in padding_order([m.mode for m in plan]):
-        m, a = plan[i], i + 1
-        if m.pad == 0:
-            continue
-        source = m.source()
-        padded = np.take(padded, np.maximum(source, 0), axis=a)
-        if (source < 0).any():
-            mask_shape = (1,) * a + (len(source),) + (1,) * (work.ndim - a - 1)
-            padded = np.where((source < 0).reshape(mask_shape), padded.dtype.type(m.fill), padded)
+        if plan[i].pad:
+            padded = extend_along(padded, i + 1, plan[i].source(), plan[i].fill)
     return _kernel_array(padded, work.dtype)
 
 

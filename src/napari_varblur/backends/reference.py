@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..plan import AxisPass, MapAxis, global_plan, map_plan
+from ..plan import AxisPass, MapAxis, extend_along, global_plan, map_plan, shape_along
 from ..spec import BlurSpec
 
 
@@ -35,30 +35,19 @@ def _along(axis: int, ndim: int, index: object) -> tuple:
     return (slice(None),) * axis + (index,) + (slice(None),) * (ndim - axis - 1)
 
 
-def _extend(x: np.ndarray, axis: int, source: np.ndarray, fill: float) -> np.ndarray:
-    """``x`` extended along ``axis``: position j reads ``x[source[j]]``, or ``fill``."""
-    ext = np.take(x, np.maximum(source, 0), axis=axis)
-    outside = (source < 0).reshape(_shape_along(axis, x.ndim, len(source)))
-    return np.where(outside, fill, ext)
-
-
-def _shape_along(axis: int, ndim: int, n: int) -> tuple[int, ...]:
-    return (1,) * axis + (n,) + (1,) * (ndim - axis - 1)
-
-
 def _correlate_axis(x: np.ndarray, p: AxisPass) -> np.ndarray:
-    ext = _extend(x, p.axis, p.source(), p.fill)
+    ext = extend_along(x, p.axis, p.source(), p.fill)
     out = np.zeros_like(x)
     for t, w in enumerate(p.weights):
         out += w * ext[_along(p.axis, x.ndim, slice(t, t + p.n))]
-    return out * p.scale.reshape(_shape_along(p.axis, x.ndim, p.n))
+    return out * p.scale.reshape(shape_along(p.axis, x.ndim, p.n))
 
 
 def _tap_weight(m: MapAxis, d: int, radius: np.ndarray, exponent: np.ndarray, ndim: int):
     """Every pixel's weight for offset ``d`` on axis ``m``: ``exp(-d^2 h)`` where the tap
     counts (within the pixel's radius and, in crop mode, in bounds), else 0; and the
     mask of where it counts."""
-    pos = np.arange(m.n).reshape(_shape_along(m.axis, ndim, m.n))
+    pos = np.arange(m.n).reshape(shape_along(m.axis, ndim, m.n))
     count = abs(d) <= radius
     if m.crop:
         count = count & (pos + d >= 0) & (pos + d < m.n)
@@ -69,12 +58,13 @@ def _varying_blur(x: np.ndarray, plan: list[MapAxis]) -> np.ndarray:
     """Sum every offset of the window with whole-image operations.
 
     Weights are evaluated per offset, as the sum goes (never stored per offset), so
-    memory stays a few images whatever the radius: the extended image, the running
-    sum, and one partial weight and mask per blurred axis.
+    memory does not grow with the number of offsets: the extended image (the image
+    padded by the largest radius on every side), the running sum, and one partial
+    weight and mask per blurred axis.
     """
     ext = x
     for m in plan:
-        ext = _extend(ext, m.axis, m.source(), m.fill)
+        ext = extend_along(ext, m.axis, m.source(), m.fill)
     radii = [m.radius() for m in plan]
     exponents = [m.exponent() for m in plan]
 

@@ -80,7 +80,7 @@ class LayerBlur:
             image = _as_planes(image, blurred)
         factor = np.asarray(normalize_global_sigma(sigma, len(blurred)))
         if world_units:
-            factor = factor / np.asarray(layer.scale, dtype=np.float64)[list(blurred)]
+            factor = factor / _world_scale(layer, blurred)
         map_name = None
         if sigma_map is None:
             sigma_arg: Any = tuple(float(f) for f in factor)
@@ -444,6 +444,18 @@ def _blurred_axes(layer: Image, axes: str | Sequence[int]) -> tuple[int, ...]:
         return tuple(range(spatial - count, spatial))
     # Explicit axes index the layer's data (an RGB layer's channel axis included).
     return normalize_axes(axes, ndim)
+
+
+def _world_scale(layer: Image, axes: tuple[int, ...]) -> np.ndarray:
+    """The layer's scale on each blurred axis (an RGB layer's channel axis has none)."""
+    scale = np.asarray(layer.scale, dtype=np.float64)
+    unscaled = [a for a in axes if a >= len(scale)]
+    if unscaled:
+        raise ValueError(
+            f"axes: axis {unscaled[0]} is the colour channel axis of {layer.name!r}, which "
+            "has no world scale; leave it out or turn off sigma in world units"
+        )
+    return scale[list(axes)]
 
 
 def _map_values(sigma_map: Layer | np.ndarray, level: int | None):
