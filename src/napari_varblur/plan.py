@@ -167,13 +167,13 @@ def shape_along(axis: int, ndim: int, n: int) -> tuple[int, ...]:
 
 def extend_along(x: np.ndarray, axis: int, source: np.ndarray, fill: float) -> np.ndarray:
     """``x`` extended along ``axis``: position j reads ``x[source[j]]`` (a mode's
-    ``extend``), or ``fill`` where ``source[j]`` is -1."""
+    ``extend``), or ``fill`` where ``source[j]`` is -1.  A new array; the fill is
+    written in place, so memory holds ``x`` and the result, nothing more."""
     ext = np.take(x, np.maximum(source, 0), axis=axis)
-    outside = source < 0
-    if not outside.any():
-        return ext
-    return np.where(outside.reshape(shape_along(axis, x.ndim, len(source))),
-                    ext.dtype.type(fill), ext)  # fmt: skip
+    outside = np.flatnonzero(source < 0)
+    if outside.size:
+        ext[(slice(None),) * axis + (outside,)] = fill
+    return ext
 
 
 def padding_order(modes: Sequence[Mode]) -> list[int]:

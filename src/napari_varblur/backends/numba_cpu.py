@@ -185,16 +185,20 @@ def _varying_blur(x: np.ndarray, spec: BlurSpec, plan: list[MapAxis]) -> np.ndar
     maps = [(_ZERO_MAP, np.zeros(4, np.int64))] * missing + compact * (
         len(plan) if spec.isotropic else 1
     )
+    # float32 maps go in as they are (no float64 copy), float64 maps likewise: each axis
+    # gets one array of each type, the unused one a 1-element stand-in.
+    wide = [m if m.dtype == np.float64 else _ZERO_MAP for m, _ in maps]
+    narrow = [m if m.dtype == np.float32 else _ZERO_MAP32 for m, _ in maps]
+    is32 = [[int(m.dtype == np.float32)] for m, _ in maps]
     with _parallel_section():
         _varying3d(
             padded,
             np.array([0] * missing + [m.pad for m in plan], np.int64),
             np.array([True] * missing + [m.crop for m in plan], np.bool_),
             np.array([0] * missing + [m.limit for m in plan], np.int64),
-            maps[0][0],
-            maps[1][0],
-            maps[2][0],
-            np.stack([flags for _, flags in maps]),
+            *wide,
+            *narrow,
+            np.hstack([np.stack([flags for _, flags in maps]), np.array(is32, np.int64)]),
             spec.truncate,
             finite,
             target,
@@ -203,14 +207,16 @@ def _varying_blur(x: np.ndarray, spec: BlurSpec, plan: list[MapAxis]) -> np.ndar
 
 
 _ZERO_MAP = np.zeros((1, 1, 1, 1), np.float64)
+_ZERO_MAP32 = np.zeros((1, 1, 1, 1), np.float32)
 
 
 def _compact_map(sigma, shape, axes, missing: int) -> tuple[np.ndarray, np.ndarray]:
-    """A sigma map as a C-contiguous float64 array in the 3-D working layout, without
-    its broadcast axes, and the 0/1 flags that say which working axes it varies along.
+    """A sigma map as a C-contiguous float32 or float64 array (the spec widened every
+    other dtype to float64) in the 3-D working layout, without its broadcast axes, and
+    the 0/1 flags that say which working axes it varies along.
 
-    One array type for every map dtype and layout (one compiled kernel), and no copy
-    of the broadcast axes.
+    Two array types for every map dtype and layout (one compiled kernel takes both), and
+    no copy of a C-contiguous map or of the broadcast axes.
     """
     full = sigma if sigma.shape == tuple(shape) else np.broadcast_to(sigma, shape)
     # Keep length 1 where the map does not vary (a length-1 or a zero-stride axis).
@@ -226,7 +232,8 @@ def _compact_map(sigma, shape, axes, missing: int) -> tuple[np.ndarray, np.ndarr
     work = work.reshape(work.shape[:1] + (1,) * missing + work.shape[1:])
     target = (batch,) + (1,) * missing + tuple(shape[a] for a in axes)
     flags = np.array([int(c == t and t > 1) for c, t in zip(work.shape, target)], np.int64)
-    return _kernel_array(work, np.float64), flags
+    dtype = np.float32 if work.dtype == np.float32 else np.float64
+    return _kernel_array(work, dtype), flags
 
 
 def _kernel_array(a: np.ndarray, dtype) -> np.ndarray:
@@ -352,13 +359,16 @@ def _axpy(acc, weights, values, start, width):  # pragma: no cover - jitted
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def _tile_axis(
-    s, f, a, b, i, j, m0, width, crop, limit, truncate, n, rad, lo, hi, hs
+    s, s32, f, a, b, i, j, m0, width, crop, limit, truncate, n, rad, lo, hi, hs
 ):  # pragma: no cover
     """Each lane's radius, h and counted range on axis ``a`` (0, 1, 2) of the tile;
-    ``s`` is the axis's compact map and ``f`` its broadcast flags."""
+    ``s``/``s32`` is the axis's compact map (float64 or float32 as ``f[4]`` says) and
+    ``f[:4]`` its broadcast flags.  The sigma is widened to float64 exactly."""
     for v in range(width):
         m = m0 + v
-        r, h = _radius_exponent(s[b * f[0], i * f[1], j * f[2], m * f[3]], truncate, limit)
+        at = (b * f[0], i * f[1], j * f[2], m * f[3])
+        sigma = np.float64(s32[at]) if f[4] else s[at]
+        r, h = _radius_exponent(sigma, truncate, limit)
         rad[a, v] = r
         hs[a, v] = h
         position = i if a == 0 else j if a == 1 else m
@@ -416,7 +426,7 @@ def _pixel_sums(xp, b, i, j, m0, width, pads, lo, hi, w0, w1, w2, acc):  # pragm
 
 @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def _varying3d(
-    xp, pads, crops, limits, s0, s1, s2, flags, truncate, finite, out
+    xp, pads, crops, limits, s0, s1, s2, t0, t1, t2, flags, truncate, finite, out
 ):  # pragma: no cover
     nb, n0, n1, n2 = out.shape
     n = np.array([n0, n1, n2], np.int64)
@@ -442,9 +452,9 @@ def _varying3d(
         for tile in range(tiles):
             m0 = tile * TILE
             width = min(TILE, n2 - m0)
-            for a, sa in ((0, s0), (1, s1), (2, s2)):
-                _tile_axis(sa, flags[a], a, b, i, j, m0, width, crops[a], limits[a], truncate,
-                           n[a], rad, lo, hi, hs)  # fmt: skip
+            for a, sa, ta in ((0, s0, t0), (1, s1, t1), (2, s2, t2)):
+                _tile_axis(sa, ta, flags[a], a, b, i, j, m0, width, crops[a], limits[a],
+                           truncate, n[a], rad, lo, hi, hs)  # fmt: skip
             den[:width] = 1.0
             for a, table in ((0, w0), (1, w1)):
                 bigs[a] = _gauss_table(table, pads[a], rad[a], hs[a], lo[a], hi[a], width, den,
