@@ -117,8 +117,10 @@ def _remove(path: Path) -> None:
 def write_image(result, path: str | os.PathLike, *, overwrite: bool, scheduler=None) -> None:
     """Compute the dask array ``result`` into ``path`` (format from the suffix).
 
-    Zarr and .npy targets are filled chunk by chunk; a TIFF is written page by page as
-    each slab is computed, so no format needs the whole result in memory.
+    Zarr and .npy targets are filled one slab (a chunk along the first axis) at a time;
+    a TIFF is written page by page as each slab is computed.  Memory holds one slab and
+    its halo: the whole result only when the first axis is one chunk, or for a 2-D TIFF
+    (one page).
     """
     path = Path(path)
     kind = file_format(path)
