@@ -17,7 +17,6 @@ import numpy as np
 
 #: Canonical mode names.  ``crop`` is ours; the others are scipy.ndimage's.
 MODE_NAMES: tuple[str, ...] = ("crop", "reflect", "mirror", "nearest", "wrap", "constant")
-MODES = MODE_NAMES  # kept for the GUI's choice list
 
 #: scipy's aliases; for filters they mean the same as their targets.
 MODE_ALIASES: dict[str, str] = {
@@ -131,8 +130,3 @@ def canonical_mode(mode: object) -> Mode:
             return MODE_OBJECTS[name]
     valid = ", ".join(repr(m) for m in MODE_NAMES + tuple(MODE_ALIASES))
     raise ValueError(f"mode: unknown edge mode {mode!r}; valid modes are {valid}")
-
-
-def extend_indices(indices: np.ndarray, n: int, mode: str | Mode) -> np.ndarray:
-    """:meth:`Mode.extend` for a mode given by name or object."""
-    return canonical_mode(mode).extend(indices, n)

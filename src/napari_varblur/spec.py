@@ -276,7 +276,7 @@ def check_radii(
         allowed = modes[i].map_allowed(n)
         if maps is not None and allowed is not None and r > allowed:
             where = ""
-            if maps is not None and not is_dask_array(maps[i]):
+            if not is_dask_array(maps[i]):
                 too_far = radius_of(maps[i], truncate) > allowed
                 where = f" (at index {tuple(int(j) for j in np.argwhere(too_far)[0])})"
             raise ValueError(

@@ -19,7 +19,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..boundary import extend_indices
 from ..plan import (
     from_working_layout,
     global_plan,
@@ -68,7 +67,7 @@ def extend_axis(
     for lo, hi in ((-left, 0), (n, n + right)):
         if hi == lo:
             continue
-        src = extend_indices(np.arange(lo, hi), n, mode)
+        src = mode.extend(np.arange(lo, hi), n)
         if (src < 0).all():
             shape = list(x.shape)
             shape[axis] = hi - lo

@@ -25,7 +25,7 @@ from napari.qt.threading import thread_worker
 from napari.utils.notifications import show_error, show_info
 
 from .. import backends
-from ..boundary import MODE_ALIASES, MODES
+from ..boundary import MODE_ALIASES, MODE_NAMES
 from .layers import AXES_CHOICES, LayerBlur, difference_stats, publish
 
 if TYPE_CHECKING:
@@ -73,7 +73,9 @@ class _BlurForm(Container):
         self.axes = ComboBox(
             choices=[(label, key) for key, label in AXES_CHOICES.items()], value="2d", label="axes"
         )
-        self.mode = ComboBox(choices=list(MODES) + list(MODE_ALIASES), value="crop", label="mode")
+        self.mode = ComboBox(
+            choices=list(MODE_NAMES) + list(MODE_ALIASES), value="crop", label="mode"
+        )
         self.cval = FloatSpinBox(value=0.0, min=-1e12, max=1e12, label="cval")
         self.truncate = FloatSpinBox(value=3.0, min=0.1, max=50.0, step=0.5, label="truncate")
         self.precision = ComboBox(
