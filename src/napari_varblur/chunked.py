@@ -40,6 +40,7 @@ def blur_lazy(spec: BlurSpec):
         axes=spec.axes,
         backend=backends.resolve(spec.backend),
         precision=spec.precision,
+        tolerance=spec.tolerance,
     )
     overlap = dict(depth=depth, boundary=boundary, dtype=spec.precision,
                    meta=np.empty((0,) * image.ndim, dtype=spec.precision))  # fmt: skip
@@ -107,4 +108,4 @@ def _map_block(block, *sigma_blocks, kwargs, pads):
     spec = BlurSpec.from_args(block, sigma, **kwargs)
     if spec.image.size == 0:
         return np.empty(spec.shape, dtype=spec.precision)
-    return backends.load(spec.backend).blur(spec, pad_floor=pads)
+    return backends.blur(spec, pad_floor=pads)

@@ -137,6 +137,26 @@ def normalize_radius(radius: object, naxes: int, name: str = "radius") -> tuple[
     return tuple(int(r) for r in items)
 
 
+#: Largest tolerance the approximate map blur accepts (a fraction of the value range).
+MAX_TOLERANCE = 0.1
+
+
+def normalize_tolerance(tolerance: object) -> float | None:
+    """``None`` (the exact contract) or a finite number in ``(0, MAX_TOLERANCE]``."""
+    if tolerance is None:
+        return None
+    if (
+        not _is_number(tolerance)
+        or not math.isfinite(_as_float(tolerance))
+        or not 0 < tolerance <= MAX_TOLERANCE
+    ):
+        raise ValueError(
+            f"tolerance: must be None (exact) or a number in (0, {MAX_TOLERANCE}], "
+            f"got {tolerance!r}"
+        )
+    return float(tolerance)
+
+
 def normalize_precision(precision: object) -> np.dtype:
     try:
         dtype = np.dtype(precision)
@@ -379,6 +399,9 @@ class BlurSpec:
         One radius per blurred axis when given explicitly, else ``None``.
     modes
         One :class:`~napari_varblur.boundary.Mode` per blurred axis.
+    tolerance
+        ``None`` for the exact contract, else the allowed error of a sigma-map blur as
+        a fraction of the value range (:mod:`napari_varblur.levels`).
     """
 
     image: Any
@@ -393,6 +416,7 @@ class BlurSpec:
     truncate: float
     backend: str
     precision: np.dtype
+    tolerance: float | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -417,6 +441,7 @@ class BlurSpec:
         axes: object = None,
         backend: object = "auto",
         precision: object = "float32",
+        tolerance: object = None,
     ) -> BlurSpec:
         """Validate the arguments of :func:`napari_varblur.gaussian_blur`."""
         arr = normalize_image(image)
@@ -428,6 +453,7 @@ class BlurSpec:
         rad = normalize_radius(radius, k)
         prec = normalize_precision(precision)
         name = normalize_backend(backend)
+        tol = normalize_tolerance(tolerance)
 
         sig, smap, isotropic, sigma_max = _normalize_sigma(sigma, tuple(arr.shape), k, rad)
         check_radii(tuple(arr.shape), blurred, modes, trunc, sigma_max, radius=rad, maps=smap)
@@ -444,4 +470,5 @@ class BlurSpec:
             truncate=trunc,
             backend=name,
             precision=prec,
+            tolerance=tol,
         )

@@ -36,6 +36,25 @@ def load(name: str) -> ModuleType:
     return importlib.import_module(module)
 
 
+def blur(spec, pad_floor: tuple[int, ...] | None = None):
+    """Blur a valid NumPy spec with its backend.
+
+    A sigma map goes to :mod:`napari_varblur.stacked` (global passes per sigma level)
+    when its map is quantised, or a ``tolerance`` allows mixing levels, and that is
+    less work than the exact per-pixel gather.  The ``reference`` backend always
+    gathers: it is the oracle.
+    """
+    name = resolve(spec.backend)
+    module = load(name)
+    if spec.sigma_map is not None and name != "reference":
+        from .. import stacked
+
+        plan = stacked.choose(spec)
+        if plan is not None:
+            return stacked.blur(spec, plan, module)
+    return module.blur(spec, pad_floor)
+
+
 def resolve(name: str) -> str:
     """Turn ``"auto"`` into a concrete backend: JAX when it sees a GPU, else Numba."""
     if name != "auto":

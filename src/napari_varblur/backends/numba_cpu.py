@@ -86,22 +86,30 @@ def _parallel_section():
 
 
 def _correlate_axis(x: np.ndarray, p: AxisPass) -> np.ndarray:
-    outer = int(np.prod(x.shape[: p.axis], dtype=np.int64))
-    inner = int(np.prod(x.shape[p.axis + 1 :], dtype=np.int64))
-    lines = _kernel_array(x, x.dtype).reshape(outer, p.n, inner)
-    out = np.empty_like(lines)
-    weights = p.weights.astype(x.dtype)
-    scale = p.scale.astype(x.dtype)
-    fill = x.dtype.type(p.fill)
+    return correlate(x, p.axis, p.source(), p.fill, p.weights, p.scale)
+
+
+def correlate(x, axis: int, source, fill: float, weights, scale) -> np.ndarray:
+    """One 1-D pass: ``out[i] = scale[i] * sum_t weights[t] * x[source[i + t]]`` along
+    ``axis`` (``fill`` where ``source`` is -1), for ``i < len(scale)``: the whole axis
+    of a global blur, or a tile's outputs read from a block of the image."""
+    dtype = np.dtype(x.dtype)
+    outer = int(np.prod(x.shape[:axis], dtype=np.int64))
+    inner = int(np.prod(x.shape[axis + 1 :], dtype=np.int64))
+    lines = _kernel_array(x, dtype).reshape(outer, x.shape[axis], inner)
+    shape = x.shape[:axis] + (len(scale),) + x.shape[axis + 1 :]
+    out = np.empty((outer, len(scale), inner), dtype)
+    weights, scale = weights.astype(dtype), scale.astype(dtype)
+    source = np.ascontiguousarray(source, np.int64)
     with _parallel_section():
         if inner == 1:
             # Along the contiguous axis: one extended row at a time, vectorised over
             # positions.
-            _rows_kernel(lines[:, :, 0], out[:, :, 0], p.source(), fill, weights, scale)
+            _rows_kernel(lines[:, :, 0], out[:, :, 0], source, dtype.type(fill), weights, scale)
         else:
             # Along a strided axis: whole rows of the other axes at once.
-            _columns_kernel(lines, out, p.source(), fill, weights, scale, _ROW_BLOCK)
-    return out.reshape(x.shape)
+            _columns_kernel(lines, out, source, dtype.type(fill), weights, scale, _ROW_BLOCK)
+    return out.reshape(shape)
 
 
 # Only reassociation and FMA contraction are allowed to the compiler (so sums
@@ -114,7 +122,7 @@ _ROW_BLOCK = 32
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
 def _rows_kernel(rows, out, source, fill, weights, scale):  # pragma: no cover - jitted
-    count, n = rows.shape
+    count, n = out.shape
     m = source.shape[0]
     taps = weights.shape[0]
     for o in prange(count):
@@ -134,7 +142,7 @@ def _rows_kernel(rows, out, source, fill, weights, scale):  # pragma: no cover -
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
 def _columns_kernel(lines, out, source, fill, weights, scale, block):  # pragma: no cover
-    outer, n, inner = lines.shape
+    outer, n, inner = out.shape
     taps = weights.shape[0]
     nblocks = (n + block - 1) // block
     for job in prange(outer * nblocks):

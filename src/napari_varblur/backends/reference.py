@@ -36,11 +36,19 @@ def _along(axis: int, ndim: int, index: object) -> tuple:
 
 
 def _correlate_axis(x: np.ndarray, p: AxisPass) -> np.ndarray:
-    ext = extend_along(x, p.axis, p.source(), p.fill)
-    out = np.zeros_like(x)
-    for t, w in enumerate(p.weights):
-        out += w * ext[_along(p.axis, x.ndim, slice(t, t + p.n))]
-    return out * p.scale.reshape(shape_along(p.axis, x.ndim, p.n))
+    return correlate(x, p.axis, p.source(), p.fill, p.weights, p.scale)
+
+
+def correlate(x, axis: int, source, fill: float, weights, scale) -> np.ndarray:
+    """One 1-D pass: ``out[i] = scale[i] * sum_t weights[t] * x[source[i + t]]`` along
+    ``axis`` (``fill`` where ``source`` is -1), for ``i < len(scale)``."""
+    x = np.asarray(x, dtype=np.float64)
+    ext = extend_along(x, axis, source, fill)
+    n = len(scale)
+    out = np.zeros(x.shape[:axis] + (n,) + x.shape[axis + 1 :])
+    for t, w in enumerate(weights):
+        out += w * ext[_along(axis, x.ndim, slice(t, t + n))]
+    return out * np.reshape(scale, shape_along(axis, x.ndim, n))
 
 
 def _tap_weight(m: MapAxis, d: int, radius: np.ndarray, exponent: np.ndarray, ndim: int):

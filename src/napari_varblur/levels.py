@@ -1,0 +1,240 @@
+"""Sigma levels: a sigma map as a few global blurs, mixed per pixel.
+
+A pixel's kernel is a product of 1-D kernels, one per blurred axis (``docs/contract.md``).
+Along each axis we blur the image with a short list of *levels* (a sigma and a radius
+each) and give every pixel a mix of at most two of them:
+
+- **quantised maps** (few distinct sigmas): one level per distinct value, radius
+  ``ceil(truncate * value)``; each pixel takes its own value's level with weight 1.
+  This is the exact contract, computed with global passes.
+- **tolerance mode**: inside one radius bucket (all sigmas with the same radius ``r``)
+  levels ``s0 < s1`` with radius ``r`` each, and a pixel of sigma ``s`` takes
+  ``(1 - t) k(s0) + t k(s1)`` with ``t = (s^2 - s0^2) / (s1^2 - s0^2)`` (so the mix has
+  the pixel's variance).  Levels never straddle a radius jump: the pixel's window is
+  its exact window, and a NaN reaches exactly the pixels it reaches in the contract.
+
+The bound.  Every 1-D kernel here is normalised (crop renormalises over the in-bounds
+window, per axis), so the error of the output is ``sum_d e(d) v(d)`` with
+``sum_d e(d) = 0``, at most ``||e||_1 (max v - min v) / 2``.  The kernel of a pixel
+and its mix are tensor products of the per-axis kernels ``K_a`` and mixes ``A_a``
+(non-negative, each of L1 norm 1), so ``||A - K||_1 <= sum_a ||A_a - K_a||_1``.  Each
+interval between levels is split until the 1-D L1 error, maximised over the interval
+(16 interior sigmas) and over every window the axis has (crop windows at each
+distance from the edge), is at most ``0.8 * 2 * tolerance / naxes``: so every output is
+within ``tolerance * (max - min)`` of the exact result (the 0.8 leaves room for the
+error between the sampled sigmas, which varies smoothly, as ``t (1 - t)``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .plan import NO_LIMIT
+from .rules import radius_of
+
+#: At most this many distinct sigmas (per axis) make a map *quantised*: exact levels.
+MAX_QUANTISED = 64
+#: Interior sigmas at which an interval's error is evaluated, and the share of the
+#: budget the sampled maximum may use.
+SAMPLES = 16
+SAFETY = 0.8
+#: An interval is not split below this width (relative): far below any useful budget.
+MIN_WIDTH = 1e-9
+
+
+@dataclass(frozen=True)
+class AxisLevels:
+    """The levels of one blurred axis, sorted by (radius, sigma).
+
+    ``sigma[l]`` and ``radius[l]`` define level ``l`` (radius 0: the axis untouched);
+    ``joined[l]`` says levels ``l`` and ``l + 1`` bound an interval a pixel may mix.
+    """
+
+    sigma: np.ndarray
+    radius: np.ndarray
+    joined: np.ndarray
+    limit: int
+    truncate: float
+
+    def __len__(self) -> int:
+        return len(self.sigma)
+
+    def _bucket_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per radius ``r``: the first and last level of bucket ``r`` (lookup tables)."""
+        r = np.arange(int(self.radius[-1]) + 2)
+        return (np.searchsorted(self.radius, r, side="left"),
+                np.searchsorted(self.radius, r, side="right") - 1)  # fmt: skip
+
+    @property
+    def quantised(self) -> bool:
+        """One level per sigma value, no mixing."""
+        return not self.joined.any()
+
+    def locate(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Per pixel: the lower level ``k`` and the upper level's weight ``t`` (``None``
+        for quantised levels: each pixel's sigma is a level)."""
+        if self.quantised:
+            k = np.searchsorted(self.sigma, s)
+            return k.astype(np.int32), None
+        s = np.asarray(s, dtype=np.float64)
+        r = np.clip(radius_of(s, self.truncate), 0, min(self.limit, int(self.radius[-1]) + 1))
+        # Sigmas never decrease along the levels (a bucket's lowest level repeats the
+        # sigma of the previous bucket's highest): find the pixel's sigma, then keep it
+        # within the levels of its own radius bucket.
+        first, last = self._bucket_bounds()
+        r = r.astype(np.int64)
+        first, last = first[r], last[r]
+        k = np.searchsorted(self.sigma, s, side="right") - 1
+        k = np.clip(k, first, np.maximum(last, first))
+        np.clip(k, 0, len(self) - 1, out=k)
+        upper = np.minimum(k + 1, len(self) - 1)
+        lo2, hi2 = self.sigma[k] ** 2, self.sigma[upper] ** 2
+        with np.errstate(invalid="ignore", divide="ignore"):
+            t = np.where(self.joined[k], (s * s - lo2) / (hi2 - lo2), 0.0)
+        np.clip(t, 0.0, 1.0, out=t)
+        return k.astype(np.int32), t
+
+
+def quantised_levels(values: np.ndarray, truncate: float, limit: int) -> AxisLevels:
+    """One exact level per distinct sigma (``values`` sorted, unique)."""
+    radius = np.minimum(radius_of(values, truncate), limit).astype(np.int64)
+    return AxisLevels(values, radius, np.zeros(len(values), bool), limit, truncate)
+
+
+def tolerance_levels(
+    low: float, high: float, has_zero: bool, budget: float, truncate: float,
+    windows: Sequence[Callable[[int], tuple]], limit: int
+) -> AxisLevels:  # fmt: skip
+    """Levels for sigmas in ``[low, high]`` (and 0 if ``has_zero``), shared by the axes
+    whose windows ``windows[i](r)`` gives, with a mixing error within ``budget``
+    (:func:`mixing_error`)."""
+    sig, rad, joined = [], [], []
+    if has_zero:
+        sig.append(0.0), rad.append(0), joined.append(False)
+    if high > 0:
+        r_lo = int(min(max(radius_of(low, truncate), 1), limit))
+        r_hi = int(min(radius_of(high, truncate), limit))
+        for r in range(r_lo, r_hi + 1):
+            lo, hi = bucket_range(r, truncate, limit)
+            shapes = tuple(w(r) for w in windows)
+            points = _split(max(lo, low), min(hi, high), r, budget, shapes)
+            sig.extend(points), rad.extend([r] * len(points))
+            joined.extend([True] * (len(points) - 1) + [False])
+    return AxisLevels(np.array(sig), np.array(rad, np.int64), np.array(joined), limit, truncate)
+
+
+def bucket_range(r: int, truncate: float, limit: int = NO_LIMIT) -> tuple[float, float]:
+    """Sigmas whose (capped) radius is ``r`` lie in ``[lo, hi]``: ``hi`` is the largest
+    float64 with ``ceil(truncate * hi) <= r`` (``inf`` for the capped bucket), ``lo``
+    the previous bucket's ``hi`` (0 for ``r = 1``)."""
+    return (_bucket_top(r - 1, truncate) if r > 1 else 0.0,
+            np.inf if r >= limit else _bucket_top(r, truncate))  # fmt: skip
+
+
+def _bucket_top(r: int, truncate: float) -> float:
+    s = r / truncate
+    while radius_of(s, truncate) > r:
+        s = np.nextafter(s, 0.0)
+    while radius_of(np.nextafter(s, np.inf), truncate) <= r:
+        s = np.nextafter(s, np.inf)
+    return float(s)
+
+
+def windows(n: int, crop: bool) -> Callable[[int], tuple]:
+    """The distinct windows ``[-a, b]`` of radius ``r`` on an axis of length ``n``: the
+    full one, or in crop mode one per distance from the edge (a mirror image has the
+    same error)."""
+
+    def of(r: int) -> tuple[tuple[int, int], ...]:
+        if not crop:
+            return ((r, r),)
+        edges = itertools.chain(range(min(n, r + 1)), range(max(0, n - r - 1), n))
+        pairs = {tuple(sorted((min(r, i), min(r, n - 1 - i)))) for i in edges}
+        return tuple(sorted(pairs))
+
+    return of
+
+
+def _split(lo: float, hi: float, r: int, budget: float, shapes) -> list[float]:
+    """Level sigmas from ``lo`` to ``hi``: intervals halved until each is within budget."""
+    if hi - lo <= MIN_WIDTH * max(hi, 1e-300):
+        return [hi]
+    done, todo = [], [(lo, hi)]
+    while todo:
+        a, b = todo.pop()
+        if b - a <= MIN_WIDTH * b or mixing_error(a, b, r, shapes) <= SAFETY * budget:
+            done.append((a, b))
+            continue
+        mid = np.sqrt(a * b) if a > 0.25 * b else np.sqrt(0.5 * (a * a + b * b))
+        todo += [(a, float(mid)), (float(mid), b)]
+    done.sort()
+    return [done[0][0]] + [b for _, b in done]
+
+
+@lru_cache(maxsize=8192)
+def mixing_error(lo: float, hi: float, r: int, shapes: tuple) -> float:
+    """Bound on the L1 distance between a pixel's kernel and its mix of levels ``lo``
+    and ``hi`` (radius ``r``) over the axes that share them (one window set each).
+
+    Per axis, ``e_a(s)`` is the 1-D mixing error and ``u_a = ||k_hi - k_lo||_1``, both
+    maximised over the axis's windows.  One axis: ``e_a``.  Several axes mixing the
+    *same* two levels with one weight ``t`` (``(1 - t) K_lo + t K_hi``, K the tensor
+    products): the tensor mix of the per-axis mixes is within ``sum_a e_a`` of the
+    kernel, and differs from this mix by ``sum_{|S| >= 2} (t - t^|S|) u^S k_lo^rest``
+    (expand ``k_hi = k_lo + u``), so the bound adds
+    ``t (prod(1 + u_a) - 1 - sum u_a) - (prod(1 + t u_a) - 1 - t sum u_a)``.
+    The maximum is taken over ``SAMPLES`` sigmas between ``lo`` and ``hi``.
+    """
+    u = np.linspace(0.0, 1.0, SAMPLES + 2)[1:-1]
+    total = np.zeros_like(u)
+    spread = []
+    for shape in shapes:
+        e, spread_a = _axis_error(lo, hi, r, shape, u)
+        total += e
+        spread.append(spread_a)
+    if len(spread) > 1:
+        big, small = np.prod([1 + v for v in spread]), np.prod([1 + u * v for v in spread], axis=0)
+        total += u * (big - 1 - sum(spread)) - (small - 1 - u * sum(spread))
+    return float(total.max())
+
+
+def _axis_error(lo, hi, r, shape, u) -> tuple[np.ndarray, float]:
+    """Per sample of ``u``: the worst 1-D mixing error over the windows ``shape``; and
+    the largest ``||k_hi - k_lo||_1``."""
+    sig = np.concatenate(([lo, hi], np.sqrt(lo * lo + (hi * hi - lo * lo) * u)))
+    d = np.arange(-r, r + 1, dtype=np.float64)
+    with np.errstate(divide="ignore", over="ignore"):
+        g = np.exp(-0.5 * (d[None, :] / np.maximum(sig[:, None], 1e-300)) ** 2)
+    g[:, r] = 1.0
+    a = np.array([w[0] for w in shape])
+    b = np.array([w[1] for w in shape])
+    inside = (d[None, :] >= -a[:, None]) & (d[None, :] <= b[:, None])  # windows x taps
+    k = g[:, None, :] * inside[None]
+    k /= k.sum(axis=2, keepdims=True)  # sigmas x windows x taps
+    mix = (1 - u)[:, None, None] * k[0] + u[:, None, None] * k[1]
+    error = np.abs(mix - k[2:]).sum(axis=2).max(axis=1)
+    return error, float(np.abs(k[1] - k[0]).sum(axis=1).max())
+
+
+def distinct_values(values: np.ndarray, most: int = MAX_QUANTISED) -> np.ndarray | None:
+    """The sorted distinct values of ``values`` if there are at most ``most``, else None.
+
+    A strided sample rejects a smooth map at once; a map that passes is checked whole.
+    """
+    flat = np.ravel(values)
+    sample = np.unique(flat[:: max(1, flat.size // 4096)])
+    if len(sample) > most:
+        return None
+    while True:
+        at = np.minimum(np.searchsorted(sample, flat), len(sample) - 1)
+        missing = flat[sample[at] != flat]
+        if not missing.size:
+            return sample.astype(np.float64)
+        sample = np.union1d(sample, np.unique(missing[: most + 1]))
+        if len(sample) > most:
+            return None

@@ -1,0 +1,466 @@
+"""A sigma map blurred by global passes: quantised maps exactly, others within a tolerance.
+
+:mod:`napari_varblur.levels` gives each blurred axis a list of levels and each pixel a
+mix of at most two of them per axis.  Here the image is cut into tiles; a tile needs
+only the levels of its own sigmas, so a smooth map costs a few levels per tile, not
+the whole list.  Per tile, a depth-first walk over the axes runs one 1-D pass per
+level still needed (a pass along axis ``a`` reads a block holding the tile's halo and
+writes the tile's own extent on that axis), and adds each combination of levels,
+weighted by the product of the pixels' per-axis weights, into the output.
+
+Backends supply only ``correlate(x, axis, source, fill, weights, scale)``: the same
+1-D pass as a global blur.  :func:`choose` decides, per call, between this and the
+exact per-pixel gather, from an estimate of each one's work.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, replace
+from types import ModuleType
+
+import numpy as np
+
+from .levels import AxisLevels, distinct_values, quantised_levels, tolerance_levels, windows
+from .plan import AxisPass, MapAxis, axis_pass, map_plan
+from .rules import radius_of
+from .spec import BlurSpec
+
+#: Relative cost of one tap of the exact per-pixel gather against one tap of a 1-D
+#: pass, and of one pass call and one tile's bookkeeping (in taps), measured with the
+#: Numba backend on 2 cores.
+GATHER_COST = 7.0
+CALL_COST = 500_000.0
+TILE_COST = 5_000_000.0
+#: Candidate tile lengths along an axis where the map varies.
+TILE_LENGTHS = (8, 16, 32, 64, 128, 256, 512)
+MAX_TILES = 4096
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Levels per blurred axis and the tiling that runs them."""
+
+    levels: tuple[AxisLevels, ...]
+    tiles: tuple[int, ...]  # tile length per blurred axis
+    diagonal: bool  # one map for every axis, mixing the same levels on each
+    exact: bool  # quantised on every axis: the exact contract
+
+
+def choose(spec: BlurSpec) -> Plan | None:
+    """A level plan for a NumPy sigma-map blur, or ``None`` for the exact gather."""
+    if spec.sigma_map is None:
+        return None
+    maps = map_plan(spec)
+    found = levels_for(spec, maps)
+    if found is None:
+        return None
+    levels, diagonal = found
+    compact = _compacts(maps)
+    change = _change(spec, compact)
+    best = None
+    for length in _tile_candidates(spec, maps):
+        tiles = _tile_lengths(maps, change, length)
+        cost, gather = _estimate(spec, maps, compact, levels, tiles, diagonal)
+        if best is None or cost < best[0]:
+            best = (cost, gather, tiles)
+    cost, gather, tiles = best
+    if cost >= gather:
+        return None
+    return Plan(levels, tiles, diagonal, all(not lv.joined.any() for lv in levels))
+
+
+def levels_for(spec: BlurSpec, maps: list[MapAxis]) -> tuple[tuple[AxisLevels, ...], bool] | None:
+    """Levels per axis and whether they mix diagonally, or ``None`` (exact gather).
+
+    Quantised where an axis's map has few values; otherwise, with a tolerance, one
+    shared list for an isotropic map (when every axis gets the same radii), else one
+    list per axis, the error budget split between the axes that mix.
+    """
+    values = {}
+    for m in maps:
+        if id(m.sigma) not in values:
+            values[id(m.sigma)] = distinct_values(m.sigma)
+    free = [m for m in maps if values[id(m.sigma)] is None]
+    if free and spec.tolerance is None:
+        return None
+    if not free:
+        levels = tuple(quantised_levels(values[id(m.sigma)], m.truncate, m.limit) for m in maps)
+        same = all(np.array_equal(lv.radius, levels[0].radius) for lv in levels)
+        if spec.isotropic and same:
+            return (levels[0],) * len(maps), True
+        return levels, False
+    ranges = {id(m.sigma): _range(m.sigma) for m in free}
+    if spec.isotropic:
+        # One list for every axis, bucketed by the uncapped radius (a crop axis caps
+        # it at n - 1: the same cap for both ends of an interval).
+        low, high, zero = ranges[id(maps[0].sigma)]
+        shapes = [_capped(windows(m.n, m.crop), m.limit) for m in maps]
+        shared = tolerance_levels(low, high, zero, 2 * spec.tolerance, spec.truncate, shapes,
+                                  max(m.limit for m in maps))  # fmt: skip
+        return (shared,) * len(maps), True
+    budget = 2 * spec.tolerance / len(free)
+    out = []
+    for m in maps:
+        v = values[id(m.sigma)]
+        if v is not None:
+            out.append(quantised_levels(v, m.truncate, m.limit))
+            continue
+        low, high, zero = ranges[id(m.sigma)]
+        out.append(tolerance_levels(low, high, zero, budget, m.truncate,
+                                    [windows(m.n, m.crop)], m.limit))  # fmt: skip
+    return tuple(out), False
+
+
+def _capped(of, limit: int):
+    return lambda r: of(min(r, limit))
+
+
+def _range(sigma: np.ndarray) -> tuple[float, float, bool]:
+    """Smallest positive sigma, largest sigma, and whether any is 0."""
+    positive = sigma[sigma > 0]
+    low = float(positive.min()) if positive.size else 0.0
+    return low, float(sigma.max()), positive.size < sigma.size
+
+
+def _change(spec: BlurSpec, compact: list[np.ndarray]) -> list[float]:
+    """How fast each blurred axis's sigma changes: the mean step between neighbours
+    along that axis, the largest over the maps (0 where no map varies)."""
+    out = []
+    for a in spec.axes:
+        steps = [float(np.abs(np.diff(c, axis=a)).mean()) for c in compact if c.shape[a] > 1]
+        out.append(max(steps, default=0.0))
+    return out
+
+
+def _tile_lengths(maps: list[MapAxis], change: list[float], length: int) -> tuple[int, ...]:
+    """Tiles ``length`` long where sigma changes fastest, longer (by powers of two) where
+    it changes slower, whole where it does not change."""
+    fastest = max(change)
+    out = []
+    for m, c in zip(maps, change):
+        if c == 0:
+            out.append(m.n)
+        else:
+            stretch = 2 ** max(0, int(math.log2(fastest / c)))
+            out.append(min(m.n, length * stretch))
+    return tuple(out)
+
+
+def _tile_candidates(spec: BlurSpec, maps: list[MapAxis]) -> tuple[int, ...]:
+    """Tile lengths to weigh: at most ``MAX_TILES`` tiles each."""
+    longest = max(m.n for m in maps)
+    out = tuple(t for t in TILE_LENGTHS if t < longest) + (longest,)
+    return tuple(t for t in out if math.prod(-(-m.n // t) for m in maps) <= MAX_TILES) or out[-1:]
+
+
+# ------------------------------------------------------------------- tiles
+
+
+@dataclass(frozen=True)
+class Tile:
+    """Output ranges ``[start, stop)`` per blurred axis."""
+
+    start: tuple[int, ...]
+    stop: tuple[int, ...]
+
+    def index(self, spec: BlurSpec, sigma_shape: tuple[int, ...] | None = None) -> tuple:
+        """The tile's index into the image (or into a map of ``sigma_shape``, whose
+        length-1 axes broadcast)."""
+        index = [slice(None)] * len(spec.shape)
+        for a, lo, hi in zip(spec.axes, self.start, self.stop):
+            if sigma_shape is None or sigma_shape[a] != 1:
+                index[a] = slice(lo, hi)
+        return tuple(index)
+
+
+def _tiles(spec: BlurSpec, lengths: tuple[int, ...]):
+    ranges = [
+        [(lo, min(lo + t, spec.shape[a])) for lo in range(0, spec.shape[a], t)]
+        for a, t in zip(spec.axes, lengths)
+    ]
+    for combo in itertools.product(*ranges):
+        yield Tile(tuple(lo for lo, _ in combo), tuple(hi for _, hi in combo))
+
+
+def _estimate(spec, maps, compact, levels, tiles, diagonal) -> tuple[float, float]:
+    """Work of the level walk and of the exact gather, in pass taps (every tile's
+    numbers at once, from each tile's smallest and largest sigma)."""
+    batch = math.prod(n for a, n in enumerate(spec.shape) if a not in spec.axes)
+    counts, reach, window = [], [], 1.0
+    for m, c, lv in zip(maps, compact, levels):
+        low, high = _tile_extremes(spec, c, tiles)
+        k_lo, _ = lv.locate(low)
+        k_hi, t_hi = lv.locate(high)
+        k_hi = k_hi if t_hi is None else k_hi + (t_hi > 0)
+        counts.append(k_hi - k_lo + 1)
+        reach.append(2 * np.minimum(lv.radius[k_hi], m.limit))
+        window = window * (2 * np.minimum(radius_of((low + high) / 2, m.truncate), m.limit) + 1)
+    size = [min(t, m.n) for t, m in zip(tiles, maps)]
+    ntiles = math.prod(-(-m.n // t) for m, t in zip(maps, tiles))
+    cost, nodes = 0.0, 1
+    for j in range(len(maps)):
+        nodes = counts[0] if diagonal else nodes * counts[j]
+        later = math.prod(1.0 * np.minimum(size[i] + reach[i], maps[i].n + reach[i])
+                          for i in range(j + 1, len(maps)))  # fmt: skip
+        volume = batch * math.prod(size[: j + 1]) * later
+        cost = cost + nodes * (volume * (reach[j] + 1) + CALL_COST)
+    cost = cost + 3 * batch * math.prod(size) * nodes + TILE_COST
+    total = float(np.sum(np.broadcast_to(cost, _grid(maps, tiles))))
+    gather = (
+        GATHER_COST
+        * batch
+        * math.prod(size)
+        * float(np.sum(np.broadcast_to(window, _grid(maps, tiles))))
+    )
+    return total, gather * min(1.0, math.prod(m.n for m in maps) / (ntiles * math.prod(size)))
+
+
+def _reduce(x: np.ndarray, axis: int, t: int, fn) -> np.ndarray:
+    """``fn`` over consecutive runs of ``t`` along ``axis`` (the last run may be short)."""
+    n = x.shape[axis]
+    full = n - n % t
+    head = x[(slice(None),) * axis + (slice(0, full),)]
+    parts = [fn(head.reshape(x.shape[:axis] + (full // t, t) + x.shape[axis + 1 :]), axis=axis + 1)]
+    if full < n:
+        parts.append(fn(x[(slice(None),) * axis + (slice(full, n),)], axis=axis, keepdims=True))
+    return np.concatenate(parts, axis=axis)
+
+
+def _grid(maps, tiles) -> tuple[int, ...]:
+    return tuple(-(-m.n // t) for m, t in zip(maps, tiles))
+
+
+def _tile_extremes(spec, compact, tiles) -> tuple[np.ndarray, np.ndarray]:
+    """Each tile's smallest and largest sigma, on the grid of tiles over the blurred
+    axes (length 1 where the map is constant)."""
+    low = high = compact
+    batch = tuple(a for a in range(compact.ndim) if a not in spec.axes)
+    if batch:
+        low, high = low.min(axis=batch, keepdims=True), high.max(axis=batch, keepdims=True)
+    for a, t in zip(spec.axes, tiles):
+        if compact.shape[a] > 1:
+            low, high = _reduce(low, a, t, np.min), _reduce(high, a, t, np.max)
+    keep = tuple(0 if a not in spec.axes else slice(None) for a in range(compact.ndim))
+    order = [sorted(spec.axes).index(a) for a in spec.axes]
+    return (np.transpose(np.asarray(low[keep], np.float64), order),
+            np.transpose(np.asarray(high[keep], np.float64), order))  # fmt: skip
+
+
+# ------------------------------------------------------------------- the walk
+
+
+def blur(spec: BlurSpec, plan: Plan, backend: ModuleType) -> np.ndarray:
+    """Run a level plan with ``backend.correlate``; a new array of ``spec.precision``."""
+    maps = map_plan(spec)
+    out = np.empty(spec.shape, np.dtype(spec.precision))
+    if getattr(backend, "WHOLE_IMAGE_LEVELS", False):
+        plan = replace(plan, tiles=tuple(m.n for m in maps))
+    walk = _Walk(spec, maps, plan, backend)
+    for tile in _tiles(spec, plan.tiles):
+        out[tile.index(spec)] = walk.tile(tile)
+    return out
+
+
+def _compacts(maps: list[MapAxis]) -> list[np.ndarray]:
+    """Each axis's map without the axes it is constant along (kept with length 1), as
+    views; a map shared by several axes is examined once."""
+    seen: dict = {}
+    for m in maps:
+        if id(m.sigma) not in seen:
+            sigma = m.sigma
+            seen[id(sigma)] = sigma[tuple(
+                slice(None) if n > 1 and not (sigma == sigma.take([0], axis=a)).all()
+                else slice(0, 1) for a, n in enumerate(sigma.shape)
+            )]  # fmt: skip
+    return [seen[id(m.sigma)] for m in maps]
+
+
+class _Walk:
+    """The depth-first walk over axes and levels, tile by tile.
+
+    A node's box is the part of the tile whose pixels can mix its levels: narrowed, on
+    every axis, with each level's extent along that axis (from per-tile profiles of the
+    smallest and largest level on each line), so weights, passes and sums only touch
+    that box.  Axes where the map varies are walked first, where narrowing pays most.
+    """
+
+    def __init__(self, spec: BlurSpec, maps: list[MapAxis], plan: Plan, backend) -> None:
+        self.spec, self.plan, self.backend = spec, plan, backend
+        self.dtype = np.dtype(spec.precision)
+        self.maps = _compacts(maps)
+        self.axes = maps
+        change = _change(spec, self.maps)
+        self.order = sorted(range(len(maps)), key=lambda i: -change[i])
+        self.passes: dict = {}
+        # A backend that compiles per shape gets whole-image passes (no narrowing).
+        self.narrowing = not getattr(backend, "WHOLE_IMAGE_LEVELS", False)
+        # Non-finite values (image or cval) need `where` when summing; others do not.
+        self.finite = bool(np.isfinite(spec.image).all()) and (
+            np.isfinite(spec.cval) or all(m.name != "constant" for m in spec.modes)
+        )
+
+    def tile(self, tile: Tile) -> np.ndarray:
+        spec = self.spec
+        self.mixes, self.profiles, passes, seen = [], [], [], {}
+        for i, lv in enumerate(self.plan.levels):
+            key = (id(self.maps[i]), id(lv))
+            if key not in seen:  # a map and levels shared by several axes: located once
+                k, t = lv.locate(self.maps[i][tile.index(spec, self.maps[i].shape)])
+                t = None if t is None else t.astype(self.dtype)
+                seen[key] = (k, t), self._profiles(k, t), _used(k, t)
+            mix, profiles, used = seen[key]
+            self.mixes.append(mix)
+            self.profiles.append(profiles)
+            passes.append({lvl: self._axis_pass(i, lvl) for lvl in used})
+        self.pass_of = passes
+        index = _block_index(spec, tile, passes)
+        self.first = [index[a].start for a in spec.axes]
+        self.start = tile.start
+        shape = tuple(hi - lo for lo, hi in zip(tile.start, tile.stop))
+        self.target = np.zeros(_tile_shape(spec, shape), self.dtype)
+        box = list(zip(tile.start, tile.stop))
+        self._visit(spec.image[index].astype(self.dtype), 0, None, box, None)
+        return self.target
+
+    def _profiles(self, k: np.ndarray, t: np.ndarray) -> list:
+        """Per blurred axis (where ``k`` varies): the smallest and largest level mixed
+        on each line across the tile, or ``None``."""
+        top = k if t is None else k + (t > 0)
+        out = []
+        for a in self.spec.axes:
+            if k.shape[a] == 1:
+                out.append(None)
+                continue
+            other = tuple(b for b in range(k.ndim) if b != a)
+            out.append((k.min(axis=other), top.max(axis=other)))
+        return out
+
+    def _narrow(self, box, i: int, level: int):
+        """``box`` cut to the lines whose pixels can mix ``level`` on axis ``i``'s mix;
+        ``None`` when empty."""
+        out = list(box)
+        for b, prof in enumerate(self.profiles[i]):
+            if prof is None:
+                continue
+            lo, hi = box[b][0] - self.start[b], box[b][1] - self.start[b]
+            hits = np.flatnonzero((prof[0][lo:hi] <= level) & (prof[1][lo:hi] >= level))
+            if not hits.size:
+                return None
+            out[b] = (box[b][0] + int(hits[0]), box[b][0] + int(hits[-1]) + 1)
+        return out
+
+    def _cut(self, values, box, inner, relative_to=None):
+        """``values`` covering ``box`` (or the tile, ``relative_to``) cut to ``inner``
+        on the blurred axes where it is longer than 1."""
+        index = [slice(None)] * values.ndim
+        origin = box if relative_to is None else relative_to
+        for b, a in enumerate(self.spec.axes):
+            if values.shape[a] != 1:
+                index[a] = slice(inner[b][0] - origin[b][0], inner[b][1] - origin[b][0])
+        return values[tuple(index)]
+
+    def _weight(self, i: int, level: int, inner) -> np.ndarray:
+        """Axis ``i``'s weight of ``level`` on the pixels of ``inner``."""
+        tile = list(zip(self.start, self.start))
+        k, t = self.mixes[i]
+        k = self._cut(k, tile, inner)
+        if t is None:
+            return k == level
+        t = self._cut(t, tile, inner)
+        return np.where(k == level, 1 - t, 0) + np.where(k == level - 1, t, 0)
+
+    def _visit(self, z, depth: int, weight, box, level) -> None:
+        if depth == len(self.order):
+            self._add(z, weight, box)
+            return
+        i = self.order[depth]
+        follow = self.plan.diagonal and level is not None
+        for lvl, p in self.pass_of[i].items():
+            if follow and lvl != level:
+                continue
+            inner = box if follow or not self.narrowing else self._narrow(box, i, lvl)
+            if inner is None:
+                continue
+            w = self._cut(weight, box, inner) if weight is not None else None
+            if not follow:
+                own = self._weight(i, lvl, inner)
+                w = own if w is None else w * own
+                if not w.any():
+                    continue
+            y = self._walked(z, box, inner, depth)
+            y = _run_pass(y, self.spec.axes[i], *inner[i], self.first[i], p, self.backend)
+            self._visit(y, depth + 1, w, inner, lvl)
+
+    def _walked(self, z, box, inner, depth: int):
+        """``z`` (covering ``box`` on the walked axes) cut to ``inner`` there."""
+        index = [slice(None)] * z.ndim
+        for d in range(depth):
+            b = self.order[d]
+            index[self.spec.axes[b]] = slice(inner[b][0] - box[b][0], inner[b][1] - box[b][0])
+        return z[tuple(index)]
+
+    def _add(self, z, weight, box) -> None:
+        tile = list(zip(self.start, self.start))
+        target = self._cut(self.target, tile, box)
+        if weight.dtype == bool:  # quantised on every axis: each pixel takes one level
+            np.copyto(target, z, where=weight)
+        elif self.finite:
+            target += weight * z
+        else:
+            # `where`, not a product: a NaN the pixel does not mix must not reach it.
+            target += np.where(weight != 0, weight * z, self.dtype.type(0))
+
+    def _axis_pass(self, i: int, level: int):
+        """The full-axis pass of one level (``None``: the axis untouched), built once."""
+        key = (i, level)
+        if key not in self.passes:
+            m, lv = self.axes[i], self.plan.levels[i]
+            self.passes[key] = axis_pass(m.axis, m.n, float(lv.sigma[level]),
+                                         int(lv.radius[level]), m.mode, self.spec.cval)  # fmt: skip
+        return self.passes[key]
+
+
+def _used(k: np.ndarray, t: np.ndarray | None) -> list[int]:
+    """The levels a tile's pixels mix: their own ``k``, and ``k + 1`` where ``t > 0``."""
+    lo = int(k.min())
+    hits = np.bincount((k - lo).ravel(), minlength=int(k.max()) - lo + 2) > 0
+    if t is not None:
+        upper = np.bincount((k - lo).ravel(), weights=(t > 0).ravel(), minlength=len(hits))
+        hits[1:] |= upper[: len(hits) - 1] > 0
+    return (np.flatnonzero(hits) + lo).tolist()
+
+
+def _tile_shape(spec: BlurSpec, size: tuple[int, ...]) -> tuple[int, ...]:
+    shape = list(spec.shape)
+    for a, n in zip(spec.axes, size):
+        shape[a] = n
+    return tuple(shape)
+
+
+def _reads(p: AxisPass | None, lo: int, hi: int) -> tuple[int, int]:
+    """The pixels (``[first, last + 1)``) a pass reads for outputs ``lo .. hi - 1``."""
+    if p is None:
+        return lo, hi
+    src = p.source()[lo : hi + p.taps - 1]
+    src = src[src >= 0]
+    return (int(src.min()), int(src.max()) + 1) if src.size else (lo, lo + 1)
+
+
+def _block_index(spec: BlurSpec, tile: Tile, pass_of) -> tuple:
+    index = [slice(None)] * len(spec.shape)
+    for i, a in enumerate(spec.axes):
+        spans = [_reads(p, tile.start[i], tile.stop[i]) for p in pass_of[i].values()]
+        index[a] = slice(min(s[0] for s in spans), max(s[1] for s in spans))
+    return tuple(index)
+
+
+def _run_pass(z, axis: int, lo: int, hi: int, first: int, p: AxisPass | None, backend):
+    """One level's pass along ``axis`` of a block that starts at pixel ``first`` there:
+    the outputs ``lo .. hi - 1``."""
+    if p is None:
+        return z[(slice(None),) * axis + (slice(lo - first, hi - first),)]
+    src = p.source()[lo : hi + p.taps - 1]
+    src = np.where(src >= 0, src - first, -1)
+    return backend.correlate(z, axis, src, p.fill, p.weights, p.scale[lo:hi])
