@@ -410,7 +410,8 @@ class _Walk:
             target += weight * z
         else:
             # `where`, not a product: a NaN the pixel does not mix must not reach it.
-            target += np.where(weight != 0, weight * z, self.dtype.type(0))
+            with np.errstate(invalid="ignore"):
+                target += np.where(weight != 0, weight * z, self.dtype.type(0))
 
     def _axis_pass(self, i: int, level: int):
         """The full-axis pass of one level (``None``: the axis untouched), built once."""

@@ -1,0 +1,292 @@
+"""Sigma maps by global passes (levels.py, stacked.py): the tolerance bound, held on
+adversarial inputs in every mode and backend, and quantised maps, exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from napari_varblur import gaussian_blur, levels, stacked
+from napari_varblur.backends import load
+from napari_varblur.plan import map_plan
+from napari_varblur.rules import radius_of
+from napari_varblur.spec import BlurSpec
+
+MODES = ["crop", "reflect", "mirror", "nearest", "wrap", "constant"]
+BACKENDS = ["numba", "jax", "reference"]
+
+
+def exact(image, sigma, **kw):
+    spec = BlurSpec.from_args(image, sigma, backend="reference", precision="float64", **kw)
+    return load("reference").blur(spec)
+
+
+def levels_blur(image, sigma, backend, tiles=7, precision="float64", **kw):
+    """The level walk forced (small tiles, so tiling and narrowing are exercised)."""
+    spec = BlurSpec.from_args(image, sigma, backend=backend, precision=precision, **kw)
+    maps = map_plan(spec)
+    found = stacked.levels_for(spec, maps)
+    assert found is not None
+    plan = stacked.Plan(found[0], (tiles,) * len(maps), found[1], False)
+    return stacked.blur(spec, plan, load(backend))
+
+
+def value_range(image, mode, cval):
+    values = image[np.isfinite(image)]
+    if mode == "constant":
+        values = np.append(values, cval)
+    return values.max() - values.min()
+
+
+def adversarial_images(shape, rng):
+    delta = np.zeros(shape)
+    delta[tuple(n // 2 for n in shape)] = 1.0
+    delta[(0,) * len(shape)] = -1.0  # at a corner too
+    checker = (np.indices(shape).sum(axis=0) % 2) * 2.0 - 1.0
+    step = np.where(np.indices(shape)[-1] < shape[-1] // 2, 0.0, 10.0)
+    return {"delta": delta, "checker": checker, "step": step, "random": rng.random(shape)}
+
+
+def random_map(shape, rng, top=3.5):
+    sigma = rng.uniform(0, top, shape)
+    sigma[sigma < 0.6] = 0.0  # sigma 0 regions, and radius-1 buckets
+    return sigma
+
+
+def assert_within(out, expected, tolerance, image, mode="crop", cval=0.0, precision="float64"):
+    allowed = tolerance * value_range(image, mode, cval)
+    if precision == "float32":
+        allowed += 1e-5 * max(1.0, np.nanmax(np.abs(image)), abs(cval) if mode == "constant" else 0)
+    assert np.array_equal(np.isnan(out), np.isnan(expected))
+    err = np.nanmax(np.abs(out - expected))
+    assert err <= allowed, f"error {err:.3g} > allowed {allowed:.3g}"
+    return err
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bound_holds_on_adversarial_images_2d(rng, mode, backend):
+    shape = (17, 23)
+    sigma = random_map(shape, rng)
+    worst = 0.0
+    for image in adversarial_images(shape, rng).values():
+        for tolerance in (0.1, 1e-2, 1e-3):
+            expected = exact(image, sigma, mode=mode, cval=-2.0)
+            out = levels_blur(image, sigma, backend, mode=mode, cval=-2.0, tolerance=tolerance)
+            err = assert_within(out, expected, tolerance, image, mode, -2.0)
+            worst = max(worst, err / (tolerance * value_range(image, mode, -2.0)))
+    assert worst > 0.05  # the inputs do stress the bound (it is not trivially loose)
+
+
+@pytest.mark.parametrize("mode", ["crop", "wrap", "constant"])
+def test_bound_holds_in_3d_with_deltas(rng, mode):
+    shape = (9, 11, 13)
+    image = adversarial_images(shape, rng)["delta"]
+    sigma = random_map(shape, rng, top=2.5)
+    for tolerance in (1e-2, 1e-3):
+        expected = exact(image, sigma, mode=mode)
+        out = levels_blur(image, sigma, "numba", tiles=4, mode=mode, tolerance=tolerance)
+        assert_within(out, expected, tolerance, image, mode)
+
+
+def test_bound_holds_for_per_axis_maps_and_modes(rng):
+    shape = (19, 21)
+    sigma = np.stack([random_map(shape, rng, 2.0), random_map(shape, rng, 5.0)], axis=-1)
+    for name, image in adversarial_images(shape, rng).items():
+        for backend in ("numba", "reference"):
+            kw = dict(mode=("crop", "reflect"), tolerance=1e-3)
+            out = levels_blur(image, sigma, backend, **kw)
+            assert_within(out, exact(image, sigma, mode=("crop", "reflect")), 1e-3, image)
+
+
+def test_bound_holds_with_batch_axes_and_1d(rng):
+    image = rng.random((3, 40, 5))
+    sigma = rng.uniform(0.2, 6.0, (1, 40, 1))
+    for tolerance in (1e-2, 1e-3):
+        out = levels_blur(image, sigma, "numba", axes=1, tolerance=tolerance)
+        assert_within(out, exact(image, sigma, axes=1), tolerance, image)
+    line = adversarial_images((60,), rng)["checker"]
+    sigma = rng.uniform(0, 9.0, 60)
+    out = levels_blur(line, sigma, "numba", mode="mirror", tolerance=1e-3)
+    assert_within(out, exact(line, sigma, mode="mirror"), 1e-3, line)
+
+
+def test_float32_adds_only_its_own_rounding(rng):
+    image = rng.random((16, 30)) * 1000
+    sigma = np.broadcast_to(np.linspace(0.3, 12, 30), (16, 30)) + rng.random((16, 30)) * 1e-3
+    for backend in ("numba", "jax"):
+        out = levels_blur(image, sigma, backend, precision="float32", tolerance=1e-3)
+        assert out.dtype == np.float32
+        assert_within(out, exact(image, sigma), 1e-3, image, precision="float32")
+
+
+def test_nan_image_and_nan_cval_reach_exactly_the_exact_pixels(rng):
+    image = rng.random((15, 18))
+    image[4, 5] = np.nan
+    image[10, 0] = np.inf
+    sigma = random_map(image.shape, rng, 3.0)
+    for mode, cval in (("crop", 0.0), ("constant", np.nan), ("reflect", 0.0)):
+        expected = exact(image, sigma, mode=mode, cval=cval)
+        out = levels_blur(image, sigma, "numba", mode=mode, cval=cval, tolerance=1e-3)
+        assert np.array_equal(np.isnan(out), np.isnan(expected))
+        assert np.array_equal(np.isinf(out), np.isinf(expected))
+        finite = np.isfinite(expected)
+        assert np.abs(out[finite] - expected[finite]).max() <= 1e-3 * 1.0 + 1e-12
+
+
+# ------------------------------------------------------------------- the levels
+
+
+def test_levels_never_straddle_a_radius_jump():
+    lv = levels.tolerance_levels(0.1, 9.0, True, 2e-3, 3.0, [levels.windows(50, True)], 49)
+    for k in np.flatnonzero(lv.joined):
+        assert lv.radius[k] == lv.radius[k + 1]
+        # Both ends lie in the bucket of their radius (the lower end may be its floor).
+        assert radius_of(lv.sigma[k + 1], 3.0) == lv.radius[k + 1]
+    # A pixel is mixed from levels of its own radius, at every jump and around it.
+    jumps = np.array([r / 3.0 for r in range(1, 27)])  # the levels reach sigma 9
+    s = np.concatenate([jumps, np.nextafter(jumps, 0), np.nextafter(jumps, 10)])
+    s = np.append(s, [np.float64(np.float32(4 / 3)), 0.0])
+    k, t = lv.locate(s)
+    assert np.array_equal(lv.radius[k], radius_of(s, 3.0))
+    assert np.all(lv.radius[np.minimum(k + 1, len(lv) - 1)][t > 0] == lv.radius[k][t > 0])
+
+
+def test_mixing_error_is_what_the_split_enforces():
+    shape = levels.windows(40, True)
+    lv = levels.tolerance_levels(0.5, 6.0, False, 1e-3, 3.0, [shape], 39)
+    for k in np.flatnonzero(lv.joined):
+        r = int(lv.radius[k])
+        err = levels.mixing_error(lv.sigma[k], lv.sigma[k + 1], r, (shape(r),))
+        assert err <= levels.SAFETY * 1e-3
+    # A wide interval is far from the budget: the split is doing the work.
+    assert levels.mixing_error(1.0, 1.3, 4, (shape(4),)) > 1e-3
+
+
+def test_distinct_values():
+    assert levels.distinct_values(np.array([3.0, 1.0, 3.0, 2.0])).tolist() == [1.0, 2.0, 3.0]
+    ramp = np.linspace(0, 1, 10_000)
+    assert levels.distinct_values(ramp) is None
+    # Few values in the sample, more in the whole: still found, or refused past 64.
+    sparse = np.zeros(100_000)
+    sparse[1 :: 4096 + 1] = np.arange(len(sparse[1 :: 4096 + 1])) + 1
+    assert len(levels.distinct_values(sparse)) == len(set(sparse.tolist()))
+    many = np.zeros(100_000)
+    many[1:200:2] = np.arange(100) + 1
+    assert levels.distinct_values(many) is None
+
+
+# ------------------------------------------------------------------- choice and API
+
+
+def test_quantised_maps_are_exact_and_chosen_automatically(rng):
+    labels = rng.integers(0, 6, (6, 8, 8))
+    sigma = np.array([0.0, 0.7, 1.0, 2.0, 4.0 / 3.0, 3.0])[np.kron(labels, np.ones((4, 4, 4), int))]
+    image = rng.random(sigma.shape)
+    image[3, 3, 3] = np.nan
+    for mode in MODES:
+        spec = BlurSpec.from_args(image, sigma, mode=mode, backend="numba", precision="float64")
+        plan = stacked.choose(spec)
+        assert plan is not None and plan.exact
+        out = gaussian_blur(image, sigma, mode=mode, backend="numba", precision="float64")
+        expected = exact(image, sigma, mode=mode)
+        assert np.array_equal(np.isnan(out), np.isnan(expected))
+        np.testing.assert_allclose(out, expected, rtol=0, atol=1e-12, equal_nan=True)
+
+
+def test_choice_prefers_the_gather_for_a_rough_map_and_levels_for_a_smooth_one(rng):
+    image = rng.random((256, 256)).astype(np.float32)
+    rough = rng.uniform(1, 4, image.shape)
+    assert stacked.choose(BlurSpec.from_args(image, rough, tolerance=1e-3)) is None
+    smooth = np.broadcast_to(np.linspace(1.0, 12.0, 256), image.shape) + rough * 1e-6
+    plan = stacked.choose(BlurSpec.from_args(image, smooth, tolerance=1e-3))
+    assert plan is not None and not plan.exact
+    # Without a tolerance a smooth map keeps the exact gather.
+    assert stacked.choose(BlurSpec.from_args(image, smooth)) is None
+    out = gaussian_blur(image, smooth, tolerance=1e-3, backend="numba")
+    assert_within(out, exact(image, smooth), 1e-3, image, precision="float32")
+
+
+@pytest.mark.parametrize("bad", [0, -1e-3, 0.2, float("nan"), float("inf"), "1e-3", True, [1e-3]])
+def test_bad_tolerance_is_refused_naming_it(bad):
+    with pytest.raises(ValueError, match="tolerance"):
+        gaussian_blur(np.ones((4, 4)), np.ones((4, 4)), tolerance=bad)
+
+
+def test_tolerance_with_a_global_sigma_is_ignored(rng):
+    image = rng.random((20, 20))
+    np.testing.assert_array_equal(
+        gaussian_blur(image, 2.0, tolerance=0.1), gaussian_blur(image, 2.0)
+    )
+
+
+def test_dask_path_takes_the_tolerance(rng):
+    da = pytest.importorskip("dask.array")
+    image = rng.random((96, 200))
+    sigma = (
+        np.broadcast_to(np.linspace(0.5, 9.0, 200), image.shape) + rng.random(image.shape) * 1e-6
+    )
+    lazy = gaussian_blur(da.from_array(image, chunks=(48, 100)), sigma, tolerance=1e-3,
+                         precision="float64")  # fmt: skip
+    assert_within(lazy.compute(scheduler="threads"), exact(image, sigma), 1e-3, image)
+    with pytest.raises(ValueError, match="tolerance"):
+        gaussian_blur(da.from_array(image, chunks=48), sigma, tolerance=2)
+
+
+def test_inputs_are_not_modified(rng):
+    image = rng.random((30, 40)).astype(np.float32)
+    sigma = np.broadcast_to(np.linspace(0.5, 9.0, 40), image.shape) + rng.random(image.shape) * 1e-6
+    before = image.copy(), sigma.copy()
+    out = levels_blur(image, sigma, "numba", precision="float32", tolerance=1e-3)
+    assert np.array_equal(image, before[0]) and np.array_equal(sigma, before[1])
+    assert not np.shares_memory(out, image) and out.flags.writeable
+
+
+@pytest.mark.parametrize("mode", ["crop", "reflect", "wrap"])
+@pytest.mark.parametrize("shared", [True, False])
+def test_every_pixel_kernel_is_within_the_l1_bound(rng, mode, shared):
+    """The sharpest adversary: each pixel's realised kernel (its response to every unit
+    image, one batch of deltas) against the exact one.  The worst image for a pixel
+    (the sign of the kernel error) makes the output error exactly half this L1 norm
+    times the range, so the bound holds for every image iff L1 <= 2 * tolerance."""
+    shape, tolerance = (13, 14), 1e-2
+    n = shape[0] * shape[1]
+    deltas = np.eye(n).reshape((n,) + shape)
+    sigma = random_map(shape, rng, 3.0)[None]
+    if not shared:  # a per-axis map: its own levels per axis
+        sigma = np.stack([sigma, random_map(shape, rng, 2.0)[None]], axis=-1)
+    kw = dict(axes=(1, 2), mode=mode)
+    mixed = levels_blur(deltas, sigma, "numba", tiles=5, tolerance=tolerance, **kw)
+    exact_kernels = exact(deltas, sigma, **kw)
+    l1 = np.abs(mixed - exact_kernels).sum(axis=0)  # per output pixel
+    assert l1.max() <= 2 * tolerance
+    assert l1.max() > 0.2 * tolerance  # not vacuous
+
+
+@pytest.mark.parametrize("ndim", [2, 3])
+def test_shared_levels_bound_covers_the_cross_terms(ndim):
+    """For a map shared by the axes, the D-dimensional kernel error (brute force) stays
+    within mixing_error, whose cross terms are needed: the per-axis sum alone is not."""
+    needed = 0
+    for lo, hi, r in ((0.5, 0.6, 2), (1.0, 1.2, 4), (2.0, 2.3, 7)):
+        full = ((r, r),)
+        bound = levels.mixing_error(lo, hi, r, (full,) * ndim)
+        d = np.arange(-r, r + 1.0)
+
+        def kernel(s):
+            k = np.exp(-0.5 * (d / s) ** 2)
+            k /= k.sum()
+            out = k
+            for _ in range(ndim - 1):
+                out = np.multiply.outer(out, k)
+            return out
+
+        def error(u):
+            s = np.sqrt(lo * lo + (hi * hi - lo * lo) * u)
+            return np.abs((1 - u) * kernel(lo) + u * kernel(hi) - kernel(s)).sum()
+
+        sampled = max(error(u) for u in np.linspace(0, 1, levels.SAMPLES + 2)[1:-1])
+        assert sampled <= bound * (1 + 1e-12)  # a bound at the sigmas it samples
+        assert max(error(u) for u in np.linspace(0, 1, 201)) <= bound / levels.SAFETY
+        needed += sampled > ndim * levels.mixing_error(lo, hi, r, (full,))
+    assert needed  # without the cross terms the bound would fail somewhere
