@@ -92,7 +92,7 @@ def test_bound_holds_in_3d_with_deltas(rng, mode):
 def test_bound_holds_for_per_axis_maps_and_modes(rng):
     shape = (19, 21)
     sigma = np.stack([random_map(shape, rng, 2.0), random_map(shape, rng, 5.0)], axis=-1)
-    for name, image in adversarial_images(shape, rng).items():
+    for image in adversarial_images(shape, rng).values():
         for backend in ("numba", "reference"):
             kw = dict(mode=("crop", "reflect"), tolerance=1e-3)
             out = levels_blur(image, sigma, backend, **kw)
@@ -273,7 +273,7 @@ def test_shared_levels_bound_covers_the_cross_terms(ndim):
         bound = levels.mixing_error(lo, hi, r, (full,) * ndim)
         d = np.arange(-r, r + 1.0)
 
-        def kernel(s):
+        def kernel(s, d=d):
             k = np.exp(-0.5 * (d / s) ** 2)
             k /= k.sum()
             out = k
@@ -281,7 +281,7 @@ def test_shared_levels_bound_covers_the_cross_terms(ndim):
                 out = np.multiply.outer(out, k)
             return out
 
-        def error(u):
+        def error(u, lo=lo, hi=hi, kernel=kernel):
             s = np.sqrt(lo * lo + (hi * hi - lo * lo) * u)
             return np.abs((1 - u) * kernel(lo) + u * kernel(hi) - kernel(s)).sum()
 
