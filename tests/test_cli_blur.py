@@ -154,6 +154,16 @@ def test_ome_tiff_world_units(tmp_path, rng):
         ("in.npy", ["in.npy", "in.npy", "--sigma", "1"], "OUTPUT is the same file as INPUT"),
         (
             "in.npy",
+            ["in.npy", "out.npy", "--sigma", "1", "--tolerance", "0.5"],
+            "tolerance: must be None (exact) or a number in (0, 0.1], got 0.5",
+        ),
+        (
+            "in.npy",
+            ["in.npy", "out.npy", "--sigma", "1", "--tolerance", "fast"],
+            "tolerance: expected a number in (0, 0.1], got 'fast'",
+        ),
+        (
+            "in.npy",
             ["in.npy", "out.npy", "--sigma", "1", "--world-units"],
             "has no physical pixel sizes",
         ),
@@ -284,3 +294,18 @@ def test_multi_page_tiff_output_equals_the_in_memory_blur(tmp_path, rng):
     expected = gaussian_blur(data, 1.5, mode="nearest", backend="reference", precision="float64")
     assert out.shape == data.shape
     assert_close(out, expected, "float32", data)
+
+
+def test_tolerance_blurs_a_sigma_map_within_its_bound(tmp_path, rng):
+    data = rng.random((128, 600)).astype(np.float32)
+    ramp = np.broadcast_to(np.linspace(0.5, 10.0, 600), data.shape) + rng.random(data.shape) * 1e-6
+    np.save(tmp_path / "in.npy", data)
+    np.save(tmp_path / "map.npy", ramp.astype(np.float32))
+    args = [tmp_path / "in.npy", tmp_path / "out.npy", "--sigma", "1", "--sigma-map"]
+    varblur(*args, tmp_path / "map.npy", "--tolerance", "1e-3", "--backend", "numba")
+    out = np.load(tmp_path / "out.npy")
+    expected = gaussian_blur(
+        data, ramp.astype(np.float32), backend="reference", precision="float64"
+    )
+    assert np.abs(out - expected).max() <= 1e-3 * np.ptp(data) + 1e-5
+    assert np.abs(out - expected).max() > 1e-6  # the levels ran (not the exact gather)
