@@ -117,6 +117,31 @@ def test_sigma_map_layer_world_units_and_stack(viewer, qtbot):
     assert result.metadata[METADATA_KEY]["parameters"]["sigma_map"] == "sigma"
 
 
+def test_accuracy_choice_runs_the_tolerance_mode(viewer, qtbot):
+    rng = np.random.default_rng(2)
+    image = rng.random((200, 600)).astype(np.float32)
+    ramp = (
+        np.broadcast_to(np.linspace(0.5, 10.0, 600), image.shape) + rng.random(image.shape) * 1e-6
+    )
+    layer = viewer.add_image(image, name="flat")
+    map_layer = viewer.add_image(ramp.astype(np.float32), name="ramp")
+    widget = dock(viewer, "Gaussian blur")
+    widget.image.value = layer
+    widget.sigma_map.value = map_layer
+    widget.sigma.value = "1"
+    widget.backend.value = "numba"
+    assert widget.accuracy.value == "exact"
+    widget.accuracy.value = "1e-3"
+    click_and_wait(qtbot, widget)
+    result = viewer.layers[-1]
+    expected = gaussian_blur(image, ramp.astype(np.float32), backend="reference",
+                             precision="float64")  # fmt: skip
+    err = np.abs(result.data - expected).max()
+    assert 1e-6 < err <= 1e-3 * np.ptp(image) + 1e-5  # levels ran, within the bound
+    meta = result.metadata[METADATA_KEY]
+    assert meta["parameters"]["tolerance"] == 1e-3 and "tolerance=0.001" in meta["python"]
+
+
 @pytest.mark.parametrize(
     ("setup", "message"),
     [

@@ -72,6 +72,7 @@ class LayerBlur:
         truncate: float = 3.0,
         backend: str = "auto",
         precision: str = "float32",
+        tolerance: float | None = None,
         level: int | None = None,
     ) -> LayerBlur:
         image = _layer_data(layer, "layer", level)
@@ -96,6 +97,7 @@ class LayerBlur:
             truncate=truncate,
             backend=backend,
             precision=precision,
+            tolerance=tolerance,
         )
         # Validate now, on the caller's thread, so a bad choice fails before any work.
         # (A lazy result is only a graph: building it checks everything, dask maps too.)
@@ -177,7 +179,8 @@ class LayerBlur:
             f"blur_layer(viewer.layers[{self.layer.name!r}], sigma={s['sigma']!r}, "
             f"sigma_map={sigma_map}, world_units={s['world_units']!r}, axes={tuple(s['axes'])!r}, "
             f"mode={s['mode']!r}, cval={s['cval']!r}, truncate={s['truncate']!r}, "
-            f"backend={s['backend']!r}, precision={s['precision']!r}, viewer=viewer)"
+            f"backend={s['backend']!r}, precision={s['precision']!r}, "
+            f"tolerance={s['tolerance']!r}, viewer=viewer)"
         )
 
 
@@ -229,6 +232,7 @@ def blur_layer(
     truncate: float = 3.0,
     backend: str = "auto",
     precision: str = "float32",
+    tolerance: float | None = None,
     difference: bool = False,
     level: int | None = None,
 ) -> Image:
@@ -252,7 +256,7 @@ def blur_layer(
     axes
         ``"2d"`` (per plane, the last two axes), ``"3d"`` (the last three), ``"all"``,
         or explicit axis indices.
-    mode, cval, truncate, backend, precision
+    mode, cval, truncate, backend, precision, tolerance
         As in :func:`napari_varblur.gaussian_blur`.
     difference
         Also add a difference layer (input minus result) to ``viewer``.
@@ -277,6 +281,7 @@ def blur_layer(
         truncate=truncate,
         backend=backend,
         precision=precision,
+        tolerance=tolerance,
         level=level,
     )
     result = request.compute()
