@@ -134,3 +134,44 @@ def test_float64_is_real_and_global_config_untouched(image):
     with jax.enable_x64(True):  # a user who works in x64 gets float32 when asking for it
         out32 = gaussian_blur(image, 1.0, backend="jax", precision="float32")
         assert out32.dtype == np.float32 and jax.config.jax_enable_x64
+
+
+@pytest.mark.parametrize("mode", ["crop", "reflect", "constant"])
+def test_tolerance_levels_meet_the_bound_concrete_and_traced(image, mode, rng):
+    sigma = rng.uniform(0, 3.0, image.shape).astype(np.float32)
+    sigma[sigma < 0.5] = 0
+    expected = gaussian_blur(image, sigma, mode=mode, cval=12.0, backend="reference",
+                             precision="float64")  # fmt: skip
+    span = max(image.max(), 12.0) - min(image.min(), 12.0) if mode == "constant" else np.ptp(image)
+    blur = jax.jit(lambda x, s: jax_blur(x, s, mode=mode, cval=12.0, tolerance=1e-3, max_radius=9))
+    for out in (
+        jax_blur(jnp.asarray(image), sigma, mode=mode, cval=12.0, tolerance=1e-3),
+        blur(jnp.asarray(image), jnp.asarray(sigma)),
+    ):
+        err = np.abs(np.asarray(out, np.float64) - expected).max()
+        assert 1e-6 < err <= 1e-3 * span + 1e-5 * 12  # levels ran, within the bound
+
+
+def test_tolerance_levels_are_differentiable(image, sigma_map):
+    with jax.enable_x64(True):
+        x = jnp.asarray(image, jnp.float64)
+        s = jnp.asarray(sigma_map, jnp.float64)
+        # Under jit, so the finite differences see the same (traced) levels.
+        blur = jax.jit(lambda x_, s_: jax_blur(x_, s_, mode="crop", tolerance=1e-3, max_radius=6))
+        check_grads(lambda x_: blur(x_, s), (x,), order=1, modes=["rev", "fwd"])
+        check_grads(lambda s_: blur(x, s_), (s,), order=1, modes=["rev"], eps=1e-6)
+        # The map's gradient is real: a sharper sigma at a pixel changes that pixel.
+        g = jax.grad(lambda s_: blur(x, s_)[7, 8])(s)
+        assert abs(float(g[7, 8])) > 1e-3
+        # A concrete map: differentiable with respect to the image, under jit too.
+        concrete = jax.jit(lambda x_: jax_blur(x_, sigma_map, tolerance=1e-3))
+        check_grads(concrete, (x,), order=1, modes=["rev"])
+
+
+def test_tolerance_with_per_axis_maps_is_exact_and_bad_values_are_refused(image, sigma_map):
+    per_axis = np.stack([sigma_map, sigma_map * 0.5], axis=-1)
+    expected = gaussian_blur(image, per_axis, backend="reference", precision="float64")
+    out = jax_blur(jnp.asarray(image), per_axis, tolerance=1e-3)
+    assert_close(np.asarray(out), expected, "float32", image)
+    with pytest.raises(ValueError, match="tolerance"):
+        jax_blur(jnp.asarray(image), sigma_map, tolerance=0.5)

@@ -24,7 +24,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .backends.jax_xla import correlate_axis, float64_ceil_product, varying_blur
-from .plan import global_plan, map_plan
+from . import stacked
+from .backends.jax_xla import extend_axis
+from .levels import AxisLevels, bucket_range, tolerance_levels, windows
+from .plan import NO_LIMIT, axis_pass, global_plan, map_plan, shape_along
 from .rules import MAX_EXPONENT
 from .spec import (
     BlurSpec,
@@ -34,6 +37,7 @@ from .spec import (
     normalize_cval,
     normalize_modes,
     normalize_radius,
+    normalize_tolerance,
     normalize_truncate,
 )
 
@@ -50,6 +54,7 @@ def gaussian_blur(
     radius: int | Sequence[int] | None = None,
     axes: int | Sequence[int] | None = None,
     max_radius: int | Sequence[int] | None = None,
+    tolerance: float | None = None,
 ) -> jax.Array:
     """Gaussian blur of a JAX array with a global sigma or a sigma map.
 
@@ -70,6 +75,15 @@ def gaussian_blur(
         Static largest radius (one int or one per blurred axis) for a traced sigma.
         Each pixel uses ``min(ceil(truncate * sigma), max_radius)``; values are not
         checked when traced (a negative sigma acts like its absolute value).
+    tolerance
+        As in :func:`napari_varblur.gaussian_blur`, for an isotropic sigma map (one
+        sigma per pixel): the map is blurred by mixing global blurs at a few sigma
+        levels (:mod:`napari_varblur.levels`), each output within ``tolerance`` times
+        the value range of the exact result.  Levels are a loop of global passes (a
+        good fit for a GPU); the result is differentiable with respect to the image and
+        the map (piecewise smooth in sigma).  With a traced map, levels cover sigmas up
+        to the largest whose radius fits ``max_radius`` (larger sigmas act as that
+        one).  Per-axis maps, and global sigmas, ignore ``tolerance`` (exact).
 
     Returns
     -------
@@ -83,18 +97,25 @@ def gaussian_blur(
     blurred = normalize_axes(axes, image.ndim)
     modes = normalize_modes(mode, len(blurred))
     options = dict(cval=normalize_cval(cval), truncate=normalize_truncate(truncate))
+    tolerance = normalize_tolerance(tolerance)
     if isinstance(sigma, jax.core.Tracer):
         if radius is not None:
             raise ValueError("radius: cannot be combined with a traced sigma; use max_radius")
+        if tolerance is not None and _isotropic(sigma, image, len(blurred)):
+            return _traced_levels(image, sigma, blurred, modes, max_radius=max_radius,
+                                  tolerance=tolerance, **options)  # fmt: skip
         return _traced_map(image, sigma, blurred, modes, max_radius=max_radius, **options)
     if isinstance(sigma, jax.Array):
         sigma = np.asarray(sigma)
     # Concrete sigma: the NumPy API's validation and plan, on a zero-cost placeholder.
     placeholder = np.broadcast_to(np.zeros((), np.float32), image.shape)
     spec = BlurSpec.from_args(placeholder, sigma, mode=modes, radius=radius, axes=blurred,
-                              **options)  # fmt: skip
+                              tolerance=tolerance, **options)  # fmt: skip
     if spec.sigma is not None:
         return _global(image, spec)
+    found = stacked.levels_for(spec, map_plan(spec)) if spec.isotropic else None
+    if found is not None and found[1]:
+        return _concrete_levels(image, spec, found[0][0])
     return _concrete_map(image, spec)
 
 
@@ -173,3 +194,126 @@ def _run_varying(image, blurred, radius, exponent, cval, modes, layout):
     out = varying_blur(work, radius, exponent, fills, layout)
     moved = out.reshape(tuple(image.shape[a] for a in order))
     return jnp.transpose(moved, inverse)
+
+
+# ------------------------------------------------------------------- sigma levels
+
+
+def _isotropic(sigma, image, k: int) -> bool:
+    """A traced sigma that is one map for every axis (not one value or map per axis)."""
+    if sigma.ndim == 0:
+        return True
+    if sigma.shape == (k,) and image.ndim != 1:
+        return False
+    return not map_layout(sigma.shape, image.shape, k)
+
+
+def _concrete_levels(image: jax.Array, spec: BlurSpec, lv: AxisLevels) -> jax.Array:
+    """An isotropic concrete map by levels: each pixel's level and weight from the host."""
+    sigma = np.broadcast_to(spec.sigma_map[0], spec.shape)
+    k, t = lv.locate(sigma)
+    t = np.zeros(spec.shape) if t is None else t
+    used = np.unique(np.concatenate([k.ravel(), (k + 1)[t > 0]]))
+    tables = _level_tables(spec, lv, used, image.dtype)
+    position = np.searchsorted(used, k)  # each pixel's level as an index into `used`
+    return _mix_levels(image, spec.axes, spec.modes, spec.cval, tables,
+                       jnp.asarray(position), jnp.asarray(t, image.dtype))  # fmt: skip
+
+
+def _traced_levels(image, sigma, blurred, modes, *, cval, truncate, max_radius, tolerance):
+    """An isotropic traced map by levels covering every sigma up to ``max_radius``."""
+    if max_radius is None:
+        raise ValueError(
+            "max_radius: a traced sigma needs a static max_radius (an int or one per axis)"
+        )
+    limits = normalize_radius(max_radius, len(blurred), name="max_radius")
+    spec = BlurSpec.from_args(np.broadcast_to(np.zeros((), np.float32), image.shape), 1.0,
+                              mode=modes, axes=blurred, cval=cval, truncate=truncate)  # fmt: skip
+    top = min(limits)
+    limit = max(m.map_limit(image.shape[a]) or NO_LIMIT for a, m in zip(blurred, modes))
+    shapes = [
+        (lambda r, of=windows(image.shape[a], m.crop), cap=m.map_limit(image.shape[a]) or NO_LIMIT:
+         of(min(r, cap)))
+        for a, m in zip(blurred, modes)
+    ]  # fmt: skip
+    highest = bucket_range(top, truncate)[1]
+    lv = tolerance_levels(0.0, highest, True, 2 * tolerance, truncate, shapes, limit)
+    s = jnp.abs(jnp.broadcast_to(sigma, image.shape).astype(image.dtype))
+    s = jnp.minimum(s, jnp.asarray(highest, image.dtype))
+    r = float64_ceil_product(truncate, jax.lax.stop_gradient(s)).astype(jnp.int32)
+    first, last = lv._bucket_bounds()
+    r = jnp.clip(r, 0, len(first) - 1)
+    level_sigma = jnp.asarray(lv.sigma, image.dtype)
+    k = jnp.searchsorted(level_sigma, jax.lax.stop_gradient(s), side="right") - 1
+    k = jnp.clip(k, jnp.asarray(first)[r], jnp.maximum(jnp.asarray(last)[r], jnp.asarray(first)[r]))
+    upper = jnp.minimum(k + 1, len(lv) - 1)
+    lo2, hi2 = level_sigma[k] ** 2, level_sigma[upper] ** 2
+    joined = jnp.asarray(lv.joined)[k]
+    # Double-where: no NaN gradient where the interval is a single level.
+    span = jnp.where(joined, hi2 - lo2, 1)
+    t = jnp.clip(jnp.where(joined, (s * s - lo2) / span, 0), 0, 1)
+    tables = _level_tables(spec, lv, np.arange(len(lv)), image.dtype)
+    return _mix_levels(image, blurred, modes, cval, tables, k, t)
+
+
+def _level_tables(spec: BlurSpec, lv: AxisLevels, used: np.ndarray, dtype) -> list:
+    """Per blurred axis: each used level's taps (centred, zero-padded to the largest
+    radius) and per-position scale (crop renormalisation, else 1)."""
+    tables = []
+    for axis, mode in zip(spec.axes, spec.modes):
+        n = spec.shape[axis]
+        limit = mode.map_limit(n) or NO_LIMIT
+        reach = int(min(max(lv.radius[used].max(initial=0), 0), limit))
+        taps = np.zeros((len(used), 2 * reach + 1))
+        scale = np.ones((len(used), n))
+        for row, level in enumerate(used):
+            p = axis_pass(axis, n, float(lv.sigma[level]), int(min(lv.radius[level], limit)),
+                          mode, spec.cval)  # fmt: skip
+            if p is None:
+                taps[row, reach] = 1.0
+                continue
+            w = _unfolded(p, mode, float(lv.sigma[level]), int(min(lv.radius[level], limit)))
+            r = (len(w) - 1) // 2
+            taps[row, reach - r : reach + r + 1] = w
+            scale[row] = p.scale
+        tables.append((axis, n, mode, reach, jnp.asarray(taps, dtype), jnp.asarray(scale, dtype)))
+    return tables
+
+
+def _unfolded(p, mode, sigma: float, radius: int) -> np.ndarray:
+    """The pass's taps over ``-radius .. radius`` (normalised unless crop); the
+    extension reads any overhang, so no folding is needed here."""
+    from .plan import gaussian_taps
+
+    if mode.crop:
+        return p.weights
+    w = gaussian_taps(sigma, radius)
+    return w / w.sum()
+
+
+def _mix_levels(image, blurred, modes, cval, tables, k, t):
+    """``sum_l w_l(p) * blur_l(image)(p)``: one separable blur per level in a loop,
+    ``w_l = 1 - t`` where ``k == l`` and ``t`` where ``k == l - 1``."""
+    fills = [jnp.asarray(m.fill(cval), image.dtype) for m in modes]
+    exts = [(axis, n, mode, reach) for axis, n, mode, reach, _, _ in tables]
+
+    def body(level, acc):
+        y = image
+        for (axis, n, mode, reach), (_, _, _, _, taps, scale), fill in zip(exts, tables, fills):
+            y = _level_pass(y, axis, n, mode, reach, taps[level], scale[level], fill)
+        w = jnp.where(k == level, 1 - t, 0) + jnp.where(k == level - 1, t, 0)
+        # `where`, not a product: a NaN the pixel does not mix must not reach it.
+        return acc + jnp.where(w != 0, w * y, 0)
+
+    count = tables[0][4].shape[0]
+    return jax.lax.fori_loop(0, count, body, jnp.zeros_like(image))
+
+
+def _level_pass(x, axis: int, n: int, mode, reach: int, taps, scale, fill):
+    ext = extend_axis(x, axis, n, mode, reach, reach, fill)
+
+    def tap(i, acc):
+        return acc + taps[i] * jax.lax.dynamic_slice_in_dim(ext, i, n, axis=axis)
+
+    acc = jax.lax.fori_loop(0, taps.shape[0], tap, jnp.zeros_like(x))
+    return acc * scale.reshape(shape_along(axis, x.ndim, n))
