@@ -23,9 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .backends.jax_xla import correlate_axis, float64_ceil_product, varying_blur
 from . import stacked
-from .backends.jax_xla import extend_axis
+from .backends.jax_xla import correlate_axis, extend_axis, float64_ceil_product, varying_blur
 from .levels import AxisLevels, bucket_range, tolerance_levels, windows
 from .plan import NO_LIMIT, axis_pass, global_plan, map_plan, shape_along
 from .rules import MAX_EXPONENT
@@ -232,10 +231,9 @@ def _traced_levels(image, sigma, blurred, modes, *, cval, truncate, max_radius, 
     top = min(limits)
     limit = max(m.map_limit(image.shape[a]) or NO_LIMIT for a, m in zip(blurred, modes))
     shapes = [
-        (lambda r, of=windows(image.shape[a], m.crop), cap=m.map_limit(image.shape[a]) or NO_LIMIT:
-         of(min(r, cap)))
+        windows(image.shape[a], m.crop, m.map_limit(image.shape[a]) or NO_LIMIT)
         for a, m in zip(blurred, modes)
-    ]  # fmt: skip
+    ]
     highest = bucket_range(top, truncate)[1]
     lv = tolerance_levels(0.0, highest, True, 2 * tolerance, truncate, shapes, limit)
     s = jnp.abs(jnp.broadcast_to(sigma, image.shape).astype(image.dtype))

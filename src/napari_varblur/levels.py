@@ -145,12 +145,13 @@ def _bucket_top(r: int, truncate: float) -> float:
     return float(s)
 
 
-def windows(n: int, crop: bool) -> Callable[[int], tuple]:
-    """The distinct windows ``[-a, b]`` of radius ``r`` on an axis of length ``n``: the
-    full one, or in crop mode one per distance from the edge (a mirror image has the
-    same error)."""
+def windows(n: int, crop: bool, limit: int = NO_LIMIT) -> Callable[[int], tuple]:
+    """The distinct windows ``[-a, b]`` of radius ``r`` (capped at ``limit``) on an axis
+    of length ``n``: the full one, or in crop mode one per distance from the edge (a
+    mirror image has the same error)."""
 
     def of(r: int) -> tuple[tuple[int, int], ...]:
+        r = min(r, limit)
         if not crop:
             return ((r, r),)
         edges = itertools.chain(range(min(n, r + 1)), range(max(0, n - r - 1), n))

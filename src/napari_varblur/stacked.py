@@ -96,7 +96,7 @@ def levels_for(spec: BlurSpec, maps: list[MapAxis]) -> tuple[tuple[AxisLevels, .
         # One list for every axis, bucketed by the uncapped radius (a crop axis caps
         # it at n - 1: the same cap for both ends of an interval).
         low, high, zero = ranges[id(maps[0].sigma)]
-        shapes = [_capped(windows(m.n, m.crop), m.limit) for m in maps]
+        shapes = [windows(m.n, m.crop, m.limit) for m in maps]
         shared = tolerance_levels(low, high, zero, 2 * spec.tolerance, spec.truncate, shapes,
                                   max(m.limit for m in maps))  # fmt: skip
         return (shared,) * len(maps), True
@@ -111,10 +111,6 @@ def levels_for(spec: BlurSpec, maps: list[MapAxis]) -> tuple[tuple[AxisLevels, .
         out.append(tolerance_levels(low, high, zero, budget, m.truncate,
                                     [windows(m.n, m.crop)], m.limit))  # fmt: skip
     return tuple(out), False
-
-
-def _capped(of, limit: int):
-    return lambda r: of(min(r, limit))
 
 
 def _range(sigma: np.ndarray) -> tuple[float, float, bool]:
