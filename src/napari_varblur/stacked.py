@@ -27,12 +27,17 @@ from .plan import AxisPass, MapAxis, axis_pass, map_plan
 from .rules import radius_of
 from .spec import BlurSpec
 
-#: Relative cost of one tap of the exact per-pixel gather against one tap of a 1-D
-#: pass, and of one pass call and one tile's bookkeeping (in taps), measured with the
-#: Numba backend on 2 cores.
-GATHER_COST = 7.0
-CALL_COST = 500_000.0
-TILE_COST = 5_000_000.0
+#: Seconds per unit of work, fitted on the Numba backend on 2 cores
+#: (``benchmarks/calibrate_levels.py``): a tap of a 1-D pass, a pass call, a tile's
+#: bookkeeping, a pixel summed into the output, a tap of the exact gather.
+TAP_COST = 2e-11
+CALL_COST = 3e-5
+TILE_COST = 6e-4
+SUM_COST = 2e-9
+GATHER_COST = {1: 1.4e-10, 2: 1.4e-10, 3: 4.1e-10}
+#: The walk must look this much cheaper than the gather to be chosen: the estimate
+#: is within a factor of about 3 of measured times (calibrate_levels.py).
+MARGIN = 2.0
 #: Candidate tile lengths along an axis where the map varies.
 TILE_LENGTHS = (8, 16, 32, 64, 128, 256, 512)
 MAX_TILES = 4096
@@ -66,7 +71,7 @@ def choose(spec: BlurSpec) -> Plan | None:
         if best is None or cost < best[0]:
             best = (cost, gather, tiles)
     cost, gather, tiles = best
-    if cost >= gather:
+    if cost * MARGIN >= gather:
         return None
     return Plan(levels, tiles, diagonal, all(not lv.joined.any() for lv in levels))
 
@@ -181,10 +186,24 @@ def _tiles(spec: BlurSpec, lengths: tuple[int, ...]):
 
 
 def _estimate(spec, maps, compact, levels, tiles, diagonal) -> tuple[float, float]:
-    """Work of the level walk and of the exact gather, in pass taps (every tile's
-    numbers at once, from each tile's smallest and largest sigma)."""
+    """Estimated seconds-like work of the level walk and of the exact gather, summed
+    over tiles, from each tile's smallest and largest sigma per axis."""
+    work = _walk_work(spec, maps, compact, levels, tiles, diagonal)
+    walk = TAP_COST * work["taps"] + CALL_COST * work["calls"] + TILE_COST * work["tiles"]
+    walk += SUM_COST * work["sums"]
+    return walk, GATHER_COST[min(3, len(maps))] * work["gather"]
+
+
+def _walk_work(spec, maps, compact, levels, tiles, diagonal) -> dict[str, float]:
+    """Counts behind :func:`_estimate`: pass taps, pass calls, tiles, summed pixels and
+    the gather's taps.  A level's box is the share of the tile whose sigmas lie within
+    about two level gaps, along each axis (the map's change along the other axes
+    widens it)."""
     batch = math.prod(n for a, n in enumerate(spec.shape) if a not in spec.axes)
-    counts, reach, window = [], [], 1.0
+    size = [min(t, m.n) for t, m in zip(tiles, maps)]
+    change = _change(spec, compact)
+    order = sorted(range(len(maps)), key=lambda i: -change[i])
+    counts, reach, window, spread = [], [], 1.0, []
     for m, c, lv in zip(maps, compact, levels):
         low, high = _tile_extremes(spec, c, tiles)
         k_lo, _ = lv.locate(low)
@@ -193,24 +212,27 @@ def _estimate(spec, maps, compact, levels, tiles, diagonal) -> tuple[float, floa
         counts.append(k_hi - k_lo + 1)
         reach.append(2 * np.minimum(lv.radius[k_hi], m.limit))
         window = window * (2 * np.minimum(radius_of((low + high) / 2, m.truncate), m.limit) + 1)
-    size = [min(t, m.n) for t, m in zip(tiles, maps)]
-    ntiles = math.prod(-(-m.n // t) for m, t in zip(maps, tiles))
-    cost, nodes = 0.0, 1
-    for j in range(len(maps)):
-        nodes = counts[0] if diagonal else nodes * counts[j]
-        later = math.prod(1.0 * np.minimum(size[i] + reach[i], maps[i].n + reach[i])
-                          for i in range(j + 1, len(maps)))  # fmt: skip
-        volume = batch * math.prod(size[: j + 1]) * later
-        cost = cost + nodes * (volume * (reach[j] + 1) + CALL_COST)
-    cost = cost + 3 * batch * math.prod(size) * nodes + TILE_COST
-    total = float(np.sum(np.broadcast_to(cost, _grid(maps, tiles))))
-    gather = (
-        GATHER_COST
-        * batch
-        * math.prod(size)
-        * float(np.sum(np.broadcast_to(window, _grid(maps, tiles))))
-    )
-    return total, gather * min(1.0, math.prod(m.n for m in maps) / (ntiles * math.prod(size)))
+        spread.append(high - low)
+    share = []
+    gap = 2 * spread[0] / np.maximum(counts[0] - 1, 1)
+    for i in range(len(maps)):
+        across = sum(change[b] * size[b] for b in range(len(maps)) if b != i)
+        along = change[i] * size[i]
+        share.append(np.minimum(1.0, (gap + across) / along) if along > 0 else 1.0)
+    taps = calls = 0.0
+    nodes, box = 1, 1.0
+    for depth, i in enumerate(order):
+        nodes = counts[0] if diagonal else nodes * counts[i]
+        box = box * size[i] * share[i]
+        later = math.prod(size[b] + reach[b] for b in order[depth + 1 :])
+        taps = taps + nodes * batch * box * later * (reach[i] + 1)
+        calls = calls + nodes
+    grid = _grid(maps, tiles)
+    total = lambda x: float(np.sum(np.broadcast_to(x, grid)))  # noqa: E731
+    return dict(
+        taps=total(taps), calls=total(calls), tiles=float(math.prod(grid)),
+        sums=total(nodes * batch * box), gather=total(batch * math.prod(size) * window),
+    )  # fmt: skip
 
 
 def _reduce(x: np.ndarray, axis: int, t: int, fn) -> np.ndarray:
