@@ -54,9 +54,15 @@ def blur(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray
         passes = global_plan(spec)
         if not passes:
             return x.copy()
-        for p in passes:
+        last = x.ndim - 1
+        pair = (
+            len(passes) >= 2
+            and (passes[-2].axis, passes[-1].axis) == (last - 1, last)
+            and passes[-2].taps <= _FUSED_TAPS
+        )
+        for p in passes[:-2] if pair else passes:
             x = _correlate_axis(x, p)
-        return x
+        return _fused_last_two(x, *passes[-2:]) if pair else x
     return _varying_blur(x, spec, map_plan(spec, pad_floor))
 
 
@@ -112,60 +118,120 @@ def correlate(x, axis: int, source, fill: float, weights, scale) -> np.ndarray:
     return out.reshape(shape)
 
 
+def _fused_last_two(x: np.ndarray, p0: AxisPass, p1: AxisPass) -> np.ndarray:
+    """The passes along the last two axes in one sweep over memory (``_fused_kernel``)."""
+    dtype = np.dtype(x.dtype)
+    lines = _kernel_array(x, dtype).reshape(-1, p0.n, p1.n)
+    out = np.empty_like(lines)
+    args = []
+    for p in (p0, p1):
+        args += [p.source(), dtype.type(p.fill), p.weights.astype(dtype), p.scale.astype(dtype)]
+    # Enough runs of rows to balance the threads, each long enough that its first
+    # taps - 1 rows (filtered once more by the run before) cost little.
+    runs = max(1, 4 * numba.get_num_threads() // lines.shape[0])
+    block = max(_FUSED_BLOCK, -(-p0.n // runs))
+    with _parallel_section():
+        _fused_kernel(lines, out, *args, block)
+    return out.reshape(x.shape)
+
+
 # Only reassociation and FMA contraction are allowed to the compiler (so sums
 # vectorise); NaN and inf keep their IEEE meaning.
 _FAST = {"reassoc", "contract"}
 
-#: Output rows handled by one parallel job in a pass along a strided axis.
+#: Output rows handled by one parallel job in a pass along a strided axis, and in the
+#: fused passes along the last two axes.
 _ROW_BLOCK = 32
+_FUSED_BLOCK = 64
+#: The fused passes keep ``taps`` filtered rows in a ring; longer kernels go pass by pass.
+_FUSED_TAPS = 257
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def _row_pass(row, dst, buf, source, fill, weights, scale):  # pragma: no cover - jitted
+    """One line along the contiguous axis: extend it into ``buf`` (``fill`` where
+    ``source`` is -1), slide the taps, scale.  Vectorised over positions."""
+    n = dst.shape[0]
+    for j in range(source.shape[0]):
+        s = source[j]
+        buf[j] = row[s] if s >= 0 else fill
+    dst[:] = 0
+    for t in range(weights.shape[0]):
+        w = weights[t]
+        for i in range(n):
+            dst[i] += w * buf[i + t]
+    for i in range(n):
+        dst[i] *= scale[i]
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def _column_sum(dst, rows, index, weights, fill, sc):  # pragma: no cover - jitted
+    """``dst = sc * sum_t weights[t] * rows[index[t]]`` over whole rows (``fill`` where
+    ``index`` is -1).  Taps that read the fill value (constant mode) add ``w * cval``
+    each, exactly as scipy does: with cval NaN or inf only they make the output
+    non-finite."""
+    dst[:] = 0
+    filled = dst.dtype.type(0)
+    for t in range(weights.shape[0]):
+        s = index[t]
+        w = weights[t]
+        if s < 0:
+            filled += w * fill
+            continue
+        row = rows[s]
+        for c in range(dst.shape[0]):
+            dst[c] += w * row[c]
+    for c in range(dst.shape[0]):
+        dst[c] = (dst[c] + filled) * sc
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
 def _rows_kernel(rows, out, source, fill, weights, scale):  # pragma: no cover - jitted
-    count, n = out.shape
-    m = source.shape[0]
-    taps = weights.shape[0]
-    for o in prange(count):
-        buf = np.empty(m, rows.dtype)
-        for j in range(m):
-            s = source[j]
-            buf[j] = rows[o, s] if s >= 0 else fill
-        dst = out[o]
-        dst[:] = 0
-        for t in range(taps):
-            w = weights[t]
-            for i in range(n):
-                dst[i] += w * buf[i + t]
-        for i in range(n):
-            dst[i] *= scale[i]
+    for o in prange(out.shape[0]):
+        buf = np.empty(source.shape[0], rows.dtype)
+        _row_pass(rows[o], out[o], buf, source, fill, weights, scale)
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
 def _columns_kernel(lines, out, source, fill, weights, scale, block):  # pragma: no cover
-    outer, n, inner = out.shape
+    outer, n = out.shape[:2]
     taps = weights.shape[0]
     nblocks = (n + block - 1) // block
     for job in prange(outer * nblocks):
         o = job // nblocks
         i0 = (job % nblocks) * block
         for i in range(i0, min(n, i0 + block)):
-            dst = out[o, i]
-            dst[:] = 0
-            # Taps that read the fill value (constant mode) add w * cval each, exactly
-            # as scipy does: with cval NaN or inf only they make the output non-finite.
-            filled = out.dtype.type(0)
-            for t in range(taps):
-                s = source[i + t]
-                w = weights[t]
-                if s < 0:
-                    filled += w * fill
-                    continue
-                row = lines[o, s]
-                for c in range(inner):
-                    dst[c] += w * row[c]
-            sc = scale[i]
-            for c in range(inner):
-                dst[c] = (dst[c] + filled) * sc
+            _column_sum(out[o, i], lines[o], source[i : i + taps], weights, fill, scale[i])
+
+
+@njit(parallel=True, cache=True, nogil=True, fastmath=_FAST)
+def _fused_kernel(
+    lines, out, src0, fill0, w0, scale0, src1, fill1, w1, scale1, block
+):  # pragma: no cover
+    """The passes along the last two axes of ``lines`` (outer, n0, n1) in one sweep:
+    each job walks a run of output rows, filtering every input row it needs along the
+    contiguous axis once, into a ring of ``taps`` rows that stays in cache, and sums
+    the ring along the other axis; no intermediate image."""
+    outer, n0, n1 = out.shape
+    taps0 = w0.shape[0]
+    nblocks = (n0 + block - 1) // block
+    for job in prange(outer * nblocks):
+        o = job // nblocks
+        i0 = (job % nblocks) * block
+        i1 = min(n0, i0 + block)
+        ring = np.empty((taps0, n1), out.dtype)
+        buf = np.empty(src1.shape[0], out.dtype)
+        index = np.empty(taps0, np.int64)
+        for e in range(i0, i0 + taps0 - 1):
+            if src0[e] >= 0:
+                _row_pass(lines[o, src0[e]], ring[e % taps0], buf, src1, fill1, w1, scale1)
+        for i in range(i0, i1):
+            e = i + taps0 - 1
+            if src0[e] >= 0:
+                _row_pass(lines[o, src0[e]], ring[e % taps0], buf, src1, fill1, w1, scale1)
+            for t in range(taps0):
+                index[t] = (i + t) % taps0 if src0[i + t] >= 0 else -1
+            _column_sum(out[o, i], ring, index, w0, fill0, scale0[i])
 
 
 # ------------------------------------------------------------------- sigma maps
