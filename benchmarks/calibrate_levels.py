@@ -51,15 +51,15 @@ def main() -> None:
         spec = BlurSpec.from_args(image, sigma, tolerance=1e-3, backend="numba")
         maps = map_plan(spec)
         levels, diagonal = stacked.levels_for(spec, maps)
-        compact = stacked._compacts(maps)
-        change = stacked._change(spec, compact)
+        survey = stacked.Survey(spec, maps)
+        change = survey.change
         gather_s = best_of(partial(numba.blur, spec), 1)
         for length in stacked._tile_candidates(spec, maps)[::2]:
             tiles = stacked._tile_lengths(maps, change, length)
-            plan = stacked.Plan(levels, tiles, diagonal, False)
+            plan = stacked.Plan(levels, tiles, diagonal, False, survey)
             walk_s = best_of(partial(stacked.blur, spec, plan, numba))
-            work = stacked._walk_work(spec, maps, compact, levels, tiles, diagonal)
-            est, est_gather = stacked._estimate(spec, maps, compact, levels, tiles, diagonal)
+            work = stacked._walk_work(spec, maps, survey, levels, tiles, diagonal)
+            est, est_gather = stacked._estimate(spec, maps, survey, levels, tiles, diagonal)
             rows.append((work, walk_s, gather_s, len(shape)))
             print(
                 f"{shape} sigma<= {float(sigma.max()):.0f} tiles {tiles}: walk {walk_s:.4f} s "

@@ -11,7 +11,11 @@
 #   2. agreement of backend="jax" (and of the device-resident JAX API) with
 #      backend="reference" on 256x256, sigma map and global sigma, float32 and float64;
 #      exits non-zero beyond 1e-5 / 1e-12 * max(1, max|image|);
-#   3. `benchmarks/bench.py --gpu`: G2/V2 at 4096x4096, G3/V3 at 512x512x256, JAX only,
+#   3. the tolerance mode (sigma levels) on the device: napari_varblur.jax with
+#      tolerance 1e-3 on a 512x512 ramp map (sigma 0.5 -> 8), jitted, device-resident:
+#      its error against the exact reference (exits non-zero beyond the bound) and its
+#      time against the exact JAX map blur and a global blur at sigma 8;
+#   4. `benchmarks/bench.py --gpu`: G2/V2 at 4096x4096, G3/V3 at 512x512x256, JAX only,
 #      numpy in/out and device-resident (block_until_ready) timings with GB/s; writes
 #      benchmarks/results_gpu.json.
 # The whole script stops itself after TIME_LIMIT_S seconds (default 290, under 5 min).
@@ -85,7 +89,49 @@ if failures:
 print("all agree with the reference")
 EOF
 
-echo "== 3. benchmark (JAX only, GPU sizes: $GPU_SIZES)"
+echo "== 3. tolerance mode (sigma levels) on the device"
+timeout 150 "$PYTHON" - <<'EOF'
+import sys
+import time
+
+import jax
+import numpy as np
+
+import napari_varblur.jax as vjax
+from napari_varblur import gaussian_blur
+
+rng = np.random.default_rng(0)
+image = rng.random((512, 512)).astype(np.float32)
+sigma = np.broadcast_to(np.linspace(0.5, 8.0, 512, dtype=np.float32), image.shape).copy()
+ref = gaussian_blur(image, sigma, backend="reference", precision="float64")
+x, s = jax.device_put(image), jax.device_put(sigma)
+runs = {
+    "tolerance 1e-3": jax.jit(lambda a, b: vjax.gaussian_blur(a, b, tolerance=1e-3, max_radius=24)),
+    "exact map": jax.jit(lambda a, b: vjax.gaussian_blur(a, b, max_radius=24)),
+    "global sigma 8": jax.jit(lambda a, b: vjax.gaussian_blur(a, 8.0)),
+}
+failures = 0
+for label, fn in runs.items():
+    start = time.perf_counter()
+    out = fn(x, s).block_until_ready()
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        fn(x, s).block_until_ready()
+        times.append(time.perf_counter() - start)
+    line = f"{label:15s} first {first:.3f} s, then {min(times) * 1e3:.2f} ms"
+    if label != "global sigma 8":
+        err = float(np.abs(np.asarray(out, np.float64) - ref).max() / np.ptp(image))
+        bound = 1e-3 if label.startswith("tolerance") else 1e-5
+        failures += err > bound + 1e-5
+        line += f", max error / range {err:.1e} (bound {bound:g})"
+    print(line)
+if failures:
+    sys.exit("the tolerance mode broke its bound on the device")
+EOF
+
+echo "== 4. benchmark (JAX only, GPU sizes: $GPU_SIZES)"
 remaining=$((TIME_LIMIT_S - (SECONDS - START)))
 if ((remaining < 30)); then
     echo "not enough time left for the benchmark (${remaining} s)" >&2

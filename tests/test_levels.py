@@ -198,7 +198,7 @@ def test_choice_prefers_the_gather_for_a_rough_map_and_levels_for_a_smooth_one(r
     image = rng.random((256, 256)).astype(np.float32)
     rough = rng.uniform(1, 4, image.shape)
     assert stacked.choose(BlurSpec.from_args(image, rough, tolerance=1e-3)) is None
-    smooth = np.broadcast_to(np.linspace(1.0, 12.0, 256), image.shape) + rough * 1e-6
+    smooth = np.broadcast_to(np.linspace(1.0, 16.0, 256), image.shape) + rough * 1e-6
     plan = stacked.choose(BlurSpec.from_args(image, smooth, tolerance=1e-3))
     assert plan is not None and not plan.exact
     # Without a tolerance a smooth map keeps the exact gather.

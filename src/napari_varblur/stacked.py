@@ -51,6 +51,47 @@ class Plan:
     tiles: tuple[int, ...]  # tile length per blurred axis
     diagonal: bool  # one map for every axis, mixing the same levels on each
     exact: bool  # quantised on every axis: the exact contract
+    survey: Survey | None = None  # the maps' shape, computed once (else by blur)
+
+
+class Survey:
+    """What the planner and the walk need to know about the maps, computed once: each
+    map without its constant axes (views), how fast sigma changes along each blurred
+    axis, and each map's smallest and largest sigma per 8-pixel tile."""
+
+    BASE = 8
+
+    def __init__(self, spec: BlurSpec, maps: list[MapAxis]) -> None:
+        self.spec = spec
+        self.compact = _compacts(maps)
+        self.change = _change(spec, self.compact)
+        self._base: dict = {}
+
+    def extremes(self, i: int, tiles: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Axis ``i``'s map: each tile's smallest and largest sigma, on the grid of
+        tiles over the blurred axes in their order (length 1 where it is constant)."""
+        spec, c = self.spec, self.compact[i]
+        if id(c) not in self._base:
+            low = high = c
+            batch = tuple(a for a in range(c.ndim) if a not in spec.axes)
+            if batch:
+                low, high = low.min(axis=batch, keepdims=True), high.max(axis=batch, keepdims=True)
+            for a in spec.axes:
+                if c.shape[a] > 1:
+                    low, high = (
+                        _reduce(low, a, self.BASE, np.min),
+                        _reduce(high, a, self.BASE, np.max),
+                    )
+            self._base[id(c)] = (low, high)
+        low, high = self._base[id(c)]
+        for a, t in zip(spec.axes, tiles):
+            if c.shape[a] > 1:
+                step = t // self.BASE if t < spec.shape[a] else low.shape[a]
+                low, high = _reduce(low, a, step, np.min), _reduce(high, a, step, np.max)
+        keep = tuple(0 if a not in spec.axes else slice(None) for a in range(c.ndim))
+        order = [sorted(spec.axes).index(a) for a in spec.axes]
+        return (np.transpose(np.asarray(low[keep], np.float64), order),
+                np.transpose(np.asarray(high[keep], np.float64), order))  # fmt: skip
 
 
 def choose(spec: BlurSpec) -> Plan | None:
@@ -62,18 +103,17 @@ def choose(spec: BlurSpec) -> Plan | None:
     if found is None:
         return None
     levels, diagonal = found
-    compact = _compacts(maps)
-    change = _change(spec, compact)
+    survey = Survey(spec, maps)
     best = None
     for length in _tile_candidates(spec, maps):
-        tiles = _tile_lengths(maps, change, length)
-        cost, gather = _estimate(spec, maps, compact, levels, tiles, diagonal)
+        tiles = _tile_lengths(maps, survey.change, length)
+        cost, gather = _estimate(spec, maps, survey, levels, tiles, diagonal)
         if best is None or cost < best[0]:
             best = (cost, gather, tiles)
     cost, gather, tiles = best
     if cost * MARGIN >= gather:
         return None
-    return Plan(levels, tiles, diagonal, all(not lv.joined.any() for lv in levels))
+    return Plan(levels, tiles, diagonal, all(not lv.joined.any() for lv in levels), survey)
 
 
 def levels_for(spec: BlurSpec, maps: list[MapAxis]) -> tuple[tuple[AxisLevels, ...], bool] | None:
@@ -120,9 +160,10 @@ def levels_for(spec: BlurSpec, maps: list[MapAxis]) -> tuple[tuple[AxisLevels, .
 
 def _range(sigma: np.ndarray) -> tuple[float, float, bool]:
     """Smallest positive sigma, largest sigma, and whether any is 0."""
-    positive = sigma[sigma > 0]
-    low = float(positive.min()) if positive.size else 0.0
-    return low, float(sigma.max()), positive.size < sigma.size
+    low, high = float(sigma.min()), float(sigma.max())
+    if low > 0 or high == 0:
+        return low, high, low == 0
+    return float(sigma[sigma > 0].min()), high, True
 
 
 def _change(spec: BlurSpec, compact: list[np.ndarray]) -> list[float]:
@@ -130,7 +171,12 @@ def _change(spec: BlurSpec, compact: list[np.ndarray]) -> list[float]:
     along that axis, the largest over the maps (0 where no map varies)."""
     out = []
     for a in spec.axes:
-        steps = [float(np.abs(np.diff(c, axis=a)).mean()) for c in compact if c.shape[a] > 1]
+        steps = []
+        for c in compact:
+            if c.shape[a] > 1:
+                # Every 4th line across the axis is plenty for a mean step.
+                thin = c[tuple(slice(None, None, 1 if b == a else 4) for b in range(c.ndim))]
+                steps.append(float(np.abs(np.diff(thin, axis=a)).mean()))
         out.append(max(steps, default=0.0))
     return out
 
@@ -185,27 +231,27 @@ def _tiles(spec: BlurSpec, lengths: tuple[int, ...]):
         yield Tile(tuple(lo for lo, _ in combo), tuple(hi for _, hi in combo))
 
 
-def _estimate(spec, maps, compact, levels, tiles, diagonal) -> tuple[float, float]:
+def _estimate(spec, maps, survey, levels, tiles, diagonal) -> tuple[float, float]:
     """Estimated seconds-like work of the level walk and of the exact gather, summed
     over tiles, from each tile's smallest and largest sigma per axis."""
-    work = _walk_work(spec, maps, compact, levels, tiles, diagonal)
+    work = _walk_work(spec, maps, survey, levels, tiles, diagonal)
     walk = TAP_COST * work["taps"] + CALL_COST * work["calls"] + TILE_COST * work["tiles"]
     walk += SUM_COST * work["sums"]
     return walk, GATHER_COST[min(3, len(maps))] * work["gather"]
 
 
-def _walk_work(spec, maps, compact, levels, tiles, diagonal) -> dict[str, float]:
+def _walk_work(spec, maps, survey, levels, tiles, diagonal) -> dict[str, float]:
     """Counts behind :func:`_estimate`: pass taps, pass calls, tiles, summed pixels and
     the gather's taps.  A level's box is the share of the tile whose sigmas lie within
     about two level gaps, along each axis (the map's change along the other axes
     widens it)."""
     batch = math.prod(n for a, n in enumerate(spec.shape) if a not in spec.axes)
     size = [min(t, m.n) for t, m in zip(tiles, maps)]
-    change = _change(spec, compact)
+    change = survey.change
     order = sorted(range(len(maps)), key=lambda i: -change[i])
     counts, reach, window, spread = [], [], 1.0, []
-    for m, c, lv in zip(maps, compact, levels):
-        low, high = _tile_extremes(spec, c, tiles)
+    for i, (m, lv) in enumerate(zip(maps, levels)):
+        low, high = survey.extremes(i, tiles)
         k_lo, _ = lv.locate(low)
         k_hi, t_hi = lv.locate(high)
         k_hi = k_hi if t_hi is None else k_hi + (t_hi > 0)
@@ -250,22 +296,6 @@ def _grid(maps, tiles) -> tuple[int, ...]:
     return tuple(-(-m.n // t) for m, t in zip(maps, tiles))
 
 
-def _tile_extremes(spec, compact, tiles) -> tuple[np.ndarray, np.ndarray]:
-    """Each tile's smallest and largest sigma, on the grid of tiles over the blurred
-    axes (length 1 where the map is constant)."""
-    low = high = compact
-    batch = tuple(a for a in range(compact.ndim) if a not in spec.axes)
-    if batch:
-        low, high = low.min(axis=batch, keepdims=True), high.max(axis=batch, keepdims=True)
-    for a, t in zip(spec.axes, tiles):
-        if compact.shape[a] > 1:
-            low, high = _reduce(low, a, t, np.min), _reduce(high, a, t, np.max)
-    keep = tuple(0 if a not in spec.axes else slice(None) for a in range(compact.ndim))
-    order = [sorted(spec.axes).index(a) for a in spec.axes]
-    return (np.transpose(np.asarray(low[keep], np.float64), order),
-            np.transpose(np.asarray(high[keep], np.float64), order))  # fmt: skip
-
-
 # ------------------------------------------------------------------- the walk
 
 
@@ -275,7 +305,7 @@ def blur(spec: BlurSpec, plan: Plan, backend: ModuleType) -> np.ndarray:
     out = np.empty(spec.shape, np.dtype(spec.precision))
     if getattr(backend, "WHOLE_IMAGE_LEVELS", False):
         plan = replace(plan, tiles=tuple(m.n for m in maps))
-    walk = _Walk(spec, maps, plan, backend)
+    walk = _Walk(spec, maps, plan, plan.survey or Survey(spec, maps), backend)
     for tile in _tiles(spec, plan.tiles):
         out[tile.index(spec)] = walk.tile(tile)
     return out
@@ -295,6 +325,23 @@ def _compacts(maps: list[MapAxis]) -> list[np.ndarray]:
     return [seen[id(m.sigma)] for m in maps]
 
 
+@dataclass(frozen=True)
+class _SourcedPass:
+    """A full-axis pass with its source indices computed once (tiles slice them)."""
+
+    p: AxisPass
+    src: np.ndarray
+
+    @classmethod
+    def of(cls, *args) -> _SourcedPass | None:
+        p = axis_pass(*args)
+        return None if p is None else cls(p, p.source())
+
+    @property
+    def taps(self) -> int:
+        return self.p.taps
+
+
 class _Walk:
     """The depth-first walk over axes and levels, tile by tile.
 
@@ -304,13 +351,12 @@ class _Walk:
     that box.  Axes where the map varies are walked first, where narrowing pays most.
     """
 
-    def __init__(self, spec: BlurSpec, maps: list[MapAxis], plan: Plan, backend) -> None:
+    def __init__(self, spec: BlurSpec, maps: list[MapAxis], plan: Plan, survey, backend) -> None:
         self.spec, self.plan, self.backend = spec, plan, backend
         self.dtype = np.dtype(spec.precision)
-        self.maps = _compacts(maps)
+        self.maps = survey.compact
         self.axes = maps
-        change = _change(spec, self.maps)
-        self.order = sorted(range(len(maps)), key=lambda i: -change[i])
+        self.order = sorted(range(len(maps)), key=lambda i: -survey.change[i])
         self.passes: dict = {}
         # A backend that compiles per shape gets whole-image passes (no narrowing).
         self.narrowing = not getattr(backend, "WHOLE_IMAGE_LEVELS", False)
@@ -436,7 +482,7 @@ class _Walk:
         key = (i, level)
         if key not in self.passes:
             m, lv = self.axes[i], self.plan.levels[i]
-            self.passes[key] = axis_pass(m.axis, m.n, float(lv.sigma[level]),
+            self.passes[key] = _SourcedPass.of(m.axis, m.n, float(lv.sigma[level]),
                                          int(lv.radius[level]), m.mode, self.spec.cval)  # fmt: skip
         return self.passes[key]
 
@@ -458,11 +504,11 @@ def _tile_shape(spec: BlurSpec, size: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _reads(p: AxisPass | None, lo: int, hi: int) -> tuple[int, int]:
+def _reads(p: _SourcedPass | None, lo: int, hi: int) -> tuple[int, int]:
     """The pixels (``[first, last + 1)``) a pass reads for outputs ``lo .. hi - 1``."""
     if p is None:
         return lo, hi
-    src = p.source()[lo : hi + p.taps - 1]
+    src = p.src[lo : hi + p.taps - 1]
     src = src[src >= 0]
     return (int(src.min()), int(src.max()) + 1) if src.size else (lo, lo + 1)
 
@@ -475,11 +521,11 @@ def _block_index(spec: BlurSpec, tile: Tile, pass_of) -> tuple:
     return tuple(index)
 
 
-def _run_pass(z, axis: int, lo: int, hi: int, first: int, p: AxisPass | None, backend):
+def _run_pass(z, axis: int, lo: int, hi: int, first: int, p: _SourcedPass | None, backend):
     """One level's pass along ``axis`` of a block that starts at pixel ``first`` there:
     the outputs ``lo .. hi - 1``."""
     if p is None:
         return z[(slice(None),) * axis + (slice(lo - first, hi - first),)]
-    src = p.source()[lo : hi + p.taps - 1]
+    src = p.src[lo : hi + p.taps - 1]
     src = np.where(src >= 0, src - first, -1)
-    return backend.correlate(z, axis, src, p.fill, p.weights, p.scale[lo:hi])
+    return backend.correlate(z, axis, src, p.p.fill, p.p.weights, p.p.scale[lo:hi])
