@@ -119,9 +119,9 @@ def test_sigma_map_layer_world_units_and_stack(viewer, qtbot):
 
 def test_accuracy_choice_runs_the_tolerance_mode(viewer, qtbot):
     rng = np.random.default_rng(2)
-    image = rng.random((200, 600)).astype(np.float32)
+    image = rng.random((256, 512)).astype(np.float32)
     ramp = (
-        np.broadcast_to(np.linspace(0.5, 10.0, 600), image.shape) + rng.random(image.shape) * 1e-6
+        np.broadcast_to(np.linspace(1.0, 16.0, 512), image.shape) + rng.random(image.shape) * 1e-6
     )
     layer = viewer.add_image(image, name="flat")
     map_layer = viewer.add_image(ramp.astype(np.float32), name="ramp")

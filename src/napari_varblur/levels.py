@@ -43,6 +43,8 @@ MAX_QUANTISED = 64
 #: budget the sampled maximum may use.
 SAMPLES = 16
 SAFETY = 0.8
+#: Pixels located per chunk (bounds locate's float64 temporaries).
+LOCATE_CHUNK = 1 << 16
 #: An interval is not split below this width (relative): far below any useful budget.
 MIN_WIDTH = 1e-9
 
@@ -75,13 +77,23 @@ class AxisLevels:
         """One level per sigma value, no mixing."""
         return not self.joined.any()
 
-    def locate(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """Per pixel: the lower level ``k`` and the upper level's weight ``t`` (``None``
-        for quantised levels: each pixel's sigma is a level)."""
+    def locate(self, s: np.ndarray, dtype=np.float64) -> tuple[np.ndarray, np.ndarray | None]:
+        """Per pixel: the lower level ``k`` and the upper level's weight ``t`` (of
+        ``dtype``; ``None`` for quantised levels: each pixel's sigma is a level).
+        Computed in float64 in chunks, so temporaries stay small."""
+        s = np.asarray(s)
+        index = np.int16 if len(self) < 2**15 else np.int32  # half an image, or one
         if self.quantised:
-            k = np.searchsorted(self.sigma, s)
-            return k.astype(np.int32), None
-        s = np.asarray(s, dtype=np.float64)
+            return np.searchsorted(self.sigma, s).astype(index), None
+        flat = np.ravel(s)
+        k = np.empty(flat.shape, index)
+        t = np.empty(flat.shape, dtype)
+        for lo in range(0, flat.size, LOCATE_CHUNK):
+            part = slice(lo, lo + LOCATE_CHUNK)
+            k[part], t[part] = self._locate(flat[part].astype(np.float64))
+        return k.reshape(s.shape), t.reshape(s.shape)
+
+    def _locate(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r = np.clip(radius_of(s, self.truncate), 0, min(self.limit, int(self.radius[-1]) + 1))
         # Sigmas never decrease along the levels (a bucket's lowest level repeats the
         # sigma of the previous bucket's highest): find the pixel's sigma, then keep it
@@ -96,8 +108,7 @@ class AxisLevels:
         lo2, hi2 = self.sigma[k] ** 2, self.sigma[upper] ** 2
         with np.errstate(invalid="ignore", divide="ignore"):
             t = np.where(self.joined[k], (s * s - lo2) / (hi2 - lo2), 0.0)
-        np.clip(t, 0.0, 1.0, out=t)
-        return k.astype(np.int32), t
+        return k, np.clip(t, 0.0, 1.0, out=t)
 
 
 def quantised_levels(values: np.ndarray, truncate: float, limit: int) -> AxisLevels:
@@ -225,17 +236,23 @@ def _axis_error(lo, hi, r, shape, u) -> tuple[np.ndarray, float]:
 def distinct_values(values: np.ndarray, most: int = MAX_QUANTISED) -> np.ndarray | None:
     """The sorted distinct values of ``values`` if there are at most ``most``, else None.
 
-    A strided sample rejects a smooth map at once; a map that passes is checked whole.
+    4096 pixels drawn at random reject a smooth map at once; a map that passes is
+    checked whole, in chunks (small temporaries), stopping at the first chunk that
+    holds more values than allowed.
     """
     flat = np.ravel(values)
-    sample = np.unique(flat[:: max(1, flat.size // 4096)])
-    if len(sample) > most:
+    if not flat.size:
+        return np.zeros(0)
+    picks = np.random.default_rng(0).integers(0, flat.size, min(flat.size, 4096))
+    found = np.unique(flat[picks])
+    if len(found) > most:
         return None
-    while True:
-        at = np.minimum(np.searchsorted(sample, flat), len(sample) - 1)
-        missing = flat[sample[at] != flat]
-        if not missing.size:
-            return sample.astype(np.float64)
-        sample = np.union1d(sample, np.unique(missing[: most + 1]))
-        if len(sample) > most:
-            return None
+    for lo in range(0, flat.size, LOCATE_CHUNK):
+        part = flat[lo : lo + LOCATE_CHUNK]
+        at = np.minimum(np.searchsorted(found, part), len(found) - 1)
+        missing = part[found[at] != part]
+        if missing.size:
+            found = np.union1d(found, np.unique(missing))
+            if len(found) > most:
+                return None
+    return found.astype(np.float64)

@@ -174,9 +174,10 @@ def _change(spec: BlurSpec, compact: list[np.ndarray]) -> list[float]:
         steps = []
         for c in compact:
             if c.shape[a] > 1:
-                # Every 4th line across the axis is plenty for a mean step.
-                thin = c[tuple(slice(None, None, 1 if b == a else 4) for b in range(c.ndim))]
-                steps.append(float(np.abs(np.diff(thin, axis=a)).mean()))
+                # A grid of at most ~256 samples per axis is plenty for a mean step.
+                stride = [max(1, n // 256) for n in c.shape]
+                thin = c[tuple(slice(None, None, k) for k in stride)]
+                steps.append(float(np.abs(np.diff(thin, axis=a)).mean()) / stride[a])
         out.append(max(steps, default=0.0))
     return out
 
@@ -307,7 +308,7 @@ def blur(spec: BlurSpec, plan: Plan, backend: ModuleType) -> np.ndarray:
         plan = replace(plan, tiles=tuple(m.n for m in maps))
     walk = _Walk(spec, maps, plan, plan.survey or Survey(spec, maps), backend)
     for tile in _tiles(spec, plan.tiles):
-        out[tile.index(spec)] = walk.tile(tile)
+        walk.tile(tile, out[tile.index(spec)])
     return out
 
 
@@ -365,14 +366,14 @@ class _Walk:
             np.isfinite(spec.cval) or all(m.name != "constant" for m in spec.modes)
         )
 
-    def tile(self, tile: Tile) -> np.ndarray:
+    def tile(self, tile: Tile, target: np.ndarray) -> None:
+        """Blur one tile into ``target`` (the output's view of it)."""
         spec = self.spec
         self.mixes, self.profiles, passes, seen = [], [], [], {}
         for i, lv in enumerate(self.plan.levels):
             key = (id(self.maps[i]), id(lv))
             if key not in seen:  # a map and levels shared by several axes: located once
-                k, t = lv.locate(self.maps[i][tile.index(spec, self.maps[i].shape)])
-                t = None if t is None else t.astype(self.dtype)
+                k, t = lv.locate(self.maps[i][tile.index(spec, self.maps[i].shape)], self.dtype)
                 seen[key] = (k, t), self._profiles(k, t), _used(k, t)
             mix, profiles, used = seen[key]
             self.mixes.append(mix)
@@ -382,11 +383,11 @@ class _Walk:
         index = _block_index(spec, tile, passes)
         self.first = [index[a].start for a in spec.axes]
         self.start = tile.start
-        shape = tuple(hi - lo for lo, hi in zip(tile.start, tile.stop))
-        self.target = np.zeros(_tile_shape(spec, shape), self.dtype)
+        self.target = target
+        target[...] = 0
         box = list(zip(tile.start, tile.stop))
-        self._visit(spec.image[index].astype(self.dtype), 0, None, box, None)
-        return self.target
+        # The block is read, never written: the image itself when it has the dtype.
+        self._visit(spec.image[index].astype(self.dtype, copy=False), 0, None, box, None)
 
     def _profiles(self, k: np.ndarray, t: np.ndarray) -> list:
         """Per blurred axis (where ``k`` varies): the smallest and largest level mixed
@@ -495,13 +496,6 @@ def _used(k: np.ndarray, t: np.ndarray | None) -> list[int]:
         upper = np.bincount((k - lo).ravel(), weights=(t > 0).ravel(), minlength=len(hits))
         hits[1:] |= upper[: len(hits) - 1] > 0
     return (np.flatnonzero(hits) + lo).tolist()
-
-
-def _tile_shape(spec: BlurSpec, size: tuple[int, ...]) -> tuple[int, ...]:
-    shape = list(spec.shape)
-    for a, n in zip(spec.axes, size):
-        shape[a] = n
-    return tuple(shape)
 
 
 def _reads(p: _SourcedPass | None, lo: int, hi: int) -> tuple[int, int]:
