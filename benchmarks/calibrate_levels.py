@@ -9,10 +9,10 @@ of ``stacked._walk_work``, with each case's estimate and measurement.
 
 from __future__ import annotations
 
-import time
 from functools import partial
 
 import numpy as np
+from sweep import timed  # a sibling script: its folder is on sys.path
 
 from napari_varblur import stacked
 from napari_varblur.backends import load
@@ -21,13 +21,7 @@ from napari_varblur.spec import BlurSpec
 
 
 def best_of(fn, repeats=2):
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return timed(fn, repeats, min)
 
 
 def cases(rng):

@@ -38,15 +38,15 @@ ROOT = HERE.parent
 TOLERANCES = (1e-3, 1e-4)
 
 
-def timed(fn, repeats: int) -> float:
-    """Median seconds of ``repeats`` calls after one warm-up call."""
+def timed(fn, repeats: int, summary=statistics.median) -> float:
+    """Seconds of ``repeats`` calls after one warm-up call (their median)."""
     fn()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return summary(times)
 
 
 def ramp_map(shape, low: float, high: float, tilt: float) -> np.ndarray:
