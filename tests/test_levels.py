@@ -290,3 +290,52 @@ def test_shared_levels_bound_covers_the_cross_terms(ndim):
         assert max(error(u) for u in np.linspace(0, 1, 201)) <= bound / levels.SAFETY
         needed += sampled > ndim * levels.mixing_error(lo, hi, r, (full,))
     assert needed  # without the cross terms the bound would fail somewhere
+
+
+def test_jax_walk_and_jax_native_levels_keep_nan_where_the_exact_blur_has_it(rng):
+    """Zero-weight padding taps (to a power of two, or to the largest level's radius)
+    must never read a NaN: 0 * NaN would spread it."""
+    jax_blur = pytest.importorskip("napari_varblur.jax").gaussian_blur
+    image = rng.random((16, 16))
+    image[8, 15] = np.nan
+    sigma = np.where(np.arange(16) < 8, 1.0, 2.0)[None, :] * np.ones((16, 1))
+    expected = exact(image, sigma)
+    out = levels_blur(image, sigma, "jax", tiles=16)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(expected))
+    small = np.zeros((8, 8))
+    small[0, 0] = np.nan
+    quantised = np.zeros((8, 8))
+    quantised[7, 7] = 2.0
+    native = np.asarray(jax_blur(small, quantised))  # quantised: the levels path
+    np.testing.assert_array_equal(np.isnan(native), np.isnan(exact(small, quantised)))
+
+
+def test_traced_levels_cover_sigmas_beyond_max_radius_and_short_crop_axes():
+    jax = pytest.importorskip("jax")
+    jax_blur = pytest.importorskip("napari_varblur.jax").gaussian_blur
+    ones = np.ones((12, 12), np.float32)
+    for value in (2.0, 8 / 3, 5.0):  # above 8/3 acts as the largest sigma the levels hold
+        blur = jax.jit(lambda x, s: jax_blur(x, s, max_radius=8, tolerance=0.01))
+        out = np.asarray(blur(ones, np.full((12, 12), value, np.float32)))
+        np.testing.assert_allclose(out, 1.0, atol=1e-5)
+    tiny = np.ones((5, 5), np.float32)  # crop caps every radius at 4 < max_radius
+    for value in (1.0, 1.5, 2.5):
+        blur = jax.jit(lambda x, s: jax_blur(x, s, max_radius=8, tolerance=0.01))
+        out = np.asarray(blur(tiny, np.full((5, 5), value, np.float32)))
+        np.testing.assert_allclose(out, 1.0, atol=1e-5)
+
+
+def test_inf_stays_inf_where_tiny_levels_underflow():
+    """A level whose off-centre weights underflow is the identity, so mixing it never
+    makes 0 * inf = NaN where the exact blur gives inf."""
+    image = np.zeros(100, np.float32)
+    image[1] = np.inf
+    sigma = np.linspace(0.05, 0.3, 100).astype(np.float32)
+    sigma[0], sigma[1] = 0.137, 0.0
+    assert np.isposinf(exact(image, sigma, mode="reflect")[:2]).all()
+    for backend in ("numba", "reference"):
+        out = levels_blur(image, sigma, backend, precision="float32", mode="reflect",
+                          tolerance=1e-3)  # fmt: skip
+        # Pixel 0's own weight on the inf (2.8e-12) is positive in float32: inf.  (Pixel
+        # 2's, exp(-165), underflows there: the contract promises no value for it.)
+        assert np.isposinf(out[:2]).all() and not np.isnan(out).any()

@@ -25,8 +25,8 @@ import numpy as np
 
 from . import stacked
 from .backends.jax_xla import correlate_axis, extend_axis, float64_ceil_product, varying_blur
-from .levels import AxisLevels, bucket_range, tolerance_levels, windows
-from .plan import NO_LIMIT, axis_pass, global_plan, map_plan, shape_along
+from .levels import MAX_LEVEL_RADIUS, AxisLevels, bucket_range, tolerance_levels, windows
+from .plan import gaussian_taps, global_plan, level_pass, map_limit, map_plan, shape_along
 from .rules import MAX_EXPONENT
 from .spec import (
     BlurSpec,
@@ -100,7 +100,13 @@ def gaussian_blur(
     if isinstance(sigma, jax.core.Tracer):
         if radius is not None:
             raise ValueError("radius: cannot be combined with a traced sigma; use max_radius")
-        if tolerance is not None and _isotropic(sigma, image, len(blurred)):
+        if (
+            tolerance is not None
+            and _isotropic(sigma, image, len(blurred))
+            and max_radius is not None
+            and max(normalize_radius(max_radius, len(blurred), name="max_radius"))
+            <= MAX_LEVEL_RADIUS
+        ):
             return _traced_levels(image, sigma, blurred, modes, max_radius=max_radius,
                                   tolerance=tolerance, **options)  # fmt: skip
         return _traced_map(image, sigma, blurred, modes, max_radius=max_radius, **options)
@@ -221,84 +227,64 @@ def _concrete_levels(image: jax.Array, spec: BlurSpec, lv: AxisLevels) -> jax.Ar
 
 def _traced_levels(image, sigma, blurred, modes, *, cval, truncate, max_radius, tolerance):
     """An isotropic traced map by levels covering every sigma up to ``max_radius``."""
-    if max_radius is None:
-        raise ValueError(
-            "max_radius: a traced sigma needs a static max_radius (an int or one per axis)"
-        )
     limits = normalize_radius(max_radius, len(blurred), name="max_radius")
     spec = BlurSpec.from_args(np.broadcast_to(np.zeros((), np.float32), image.shape), 1.0,
                               mode=modes, axes=blurred, cval=cval, truncate=truncate)  # fmt: skip
     top = min(limits)
-    limit = max(m.map_limit(image.shape[a]) or NO_LIMIT for a, m in zip(blurred, modes))
+    limit = max(map_limit(m, image.shape[a]) for a, m in zip(blurred, modes))
     shapes = [
-        windows(image.shape[a], m.crop, m.map_limit(image.shape[a]) or NO_LIMIT)
+        windows(image.shape[a], m.crop, map_limit(m, image.shape[a]))
         for a, m in zip(blurred, modes)
     ]
     highest = bucket_range(top, truncate)[1]
     lv = tolerance_levels(0.0, highest, True, 2 * tolerance, truncate, shapes, limit)
     s = jnp.abs(jnp.broadcast_to(sigma, image.shape).astype(image.dtype))
     s = jnp.minimum(s, jnp.asarray(highest, image.dtype))
-    r = float64_ceil_product(truncate, jax.lax.stop_gradient(s)).astype(jnp.int32)
-    first, last = lv._bucket_bounds()
-    r = jnp.clip(r, 0, len(first) - 1)
-    level_sigma = jnp.asarray(lv.sigma, image.dtype)
-    k = jnp.searchsorted(level_sigma, jax.lax.stop_gradient(s), side="right") - 1
-    k = jnp.clip(k, jnp.asarray(first)[r], jnp.maximum(jnp.asarray(last)[r], jnp.asarray(first)[r]))
-    upper = jnp.minimum(k + 1, len(lv) - 1)
-    lo2, hi2 = level_sigma[k] ** 2, level_sigma[upper] ** 2
-    joined = jnp.asarray(lv.joined)[k]
-    # Double-where: no NaN gradient where the interval is a single level.
-    span = jnp.where(joined, hi2 - lo2, 1)
-    t = jnp.clip(jnp.where(joined, (s * s - lo2) / span, 0), 0, 1)
+    frozen = jax.lax.stop_gradient(s)
+    r = float64_ceil_product(truncate, frozen).astype(jnp.int32)
+    k, t = lv.mix(s, r, jnp, s_index=frozen)
     tables = _level_tables(spec, lv, np.arange(len(lv)), image.dtype)
     return _mix_levels(image, blurred, modes, cval, tables, k, t)
 
 
 def _level_tables(spec: BlurSpec, lv: AxisLevels, used: np.ndarray, dtype) -> list:
     """Per blurred axis: each used level's taps (centred, zero-padded to the largest
-    radius) and per-position scale (crop renormalisation, else 1)."""
+    radius), its own radius (taps beyond it are never read) and per-position scale
+    (crop renormalisation, else 1)."""
     tables = []
     for axis, mode in zip(spec.axes, spec.modes):
         n = spec.shape[axis]
-        limit = mode.map_limit(n) or NO_LIMIT
-        reach = int(min(max(lv.radius[used].max(initial=0), 0), limit))
+        radii = np.minimum(lv.radius[used], map_limit(mode, n))
+        if mode.crop:
+            radii = np.minimum(radii, n - 1)
+        reach = int(radii.max(initial=0))
         taps = np.zeros((len(used), 2 * reach + 1))
         scale = np.ones((len(used), n))
-        for row, level in enumerate(used):
-            p = axis_pass(axis, n, float(lv.sigma[level]), int(min(lv.radius[level], limit)),
-                          mode, spec.cval)  # fmt: skip
+        for row, (level, r) in enumerate(zip(used, radii)):
+            sigma = float(lv.sigma[level])
+            p = level_pass(axis, n, sigma, int(r), mode, spec.cval, dtype)
             if p is None:
-                taps[row, reach] = 1.0
+                taps[row, reach], radii[row] = 1.0, 0
                 continue
-            w = _unfolded(p, mode, float(lv.sigma[level]), int(min(lv.radius[level], limit)))
-            r = (len(w) - 1) // 2
-            taps[row, reach - r : reach + r + 1] = w
+            # The extension reads any overhang: unfolded taps (normalised unless crop).
+            w = p.weights if mode.crop else gaussian_taps(sigma, int(r))
+            taps[row, reach - r : reach + r + 1] = w if mode.crop else w / w.sum()
             scale[row] = p.scale
-        tables.append((axis, n, mode, reach, jnp.asarray(taps, dtype), jnp.asarray(scale, dtype)))
+        tables.append((axis, n, mode, reach, jnp.asarray(taps, dtype), jnp.asarray(radii),
+                       jnp.asarray(scale, dtype)))  # fmt: skip
     return tables
-
-
-def _unfolded(p, mode, sigma: float, radius: int) -> np.ndarray:
-    """The pass's taps over ``-radius .. radius`` (normalised unless crop); the
-    extension reads any overhang, so no folding is needed here."""
-    from .plan import gaussian_taps
-
-    if mode.crop:
-        return p.weights
-    w = gaussian_taps(sigma, radius)
-    return w / w.sum()
 
 
 def _mix_levels(image, blurred, modes, cval, tables, k, t):
     """``sum_l w_l(p) * blur_l(image)(p)``: one separable blur per level in a loop,
     ``w_l = 1 - t`` where ``k == l`` and ``t`` where ``k == l - 1``."""
     fills = [jnp.asarray(m.fill(cval), image.dtype) for m in modes]
-    exts = [(axis, n, mode, reach) for axis, n, mode, reach, _, _ in tables]
 
     def body(level, acc):
         y = image
-        for (axis, n, mode, reach), (_, _, _, _, taps, scale), fill in zip(exts, tables, fills):
-            y = _level_pass(y, axis, n, mode, reach, taps[level], scale[level], fill)
+        for (axis, n, mode, reach, taps, radii, scale), fill in zip(tables, fills):
+            y = _level_pass(y, axis, n, mode, reach, taps[level], radii[level], scale[level],
+                            fill)  # fmt: skip
         w = jnp.where(k == level, 1 - t, 0) + jnp.where(k == level - 1, t, 0)
         # `where`, not a product: a NaN the pixel does not mix must not reach it.
         return acc + jnp.where(w != 0, w * y, 0)
@@ -307,11 +293,14 @@ def _mix_levels(image, blurred, modes, cval, tables, k, t):
     return jax.lax.fori_loop(0, count, body, jnp.zeros_like(image))
 
 
-def _level_pass(x, axis: int, n: int, mode, reach: int, taps, scale, fill):
+def _level_pass(x, axis: int, n: int, mode, reach: int, taps, radius, scale, fill):
+    """One level's pass; taps beyond the level's own radius are padding and never read
+    (`where`: a NaN there must not become 0 * NaN)."""
     ext = extend_axis(x, axis, n, mode, reach, reach, fill)
 
     def tap(i, acc):
-        return acc + taps[i] * jax.lax.dynamic_slice_in_dim(ext, i, n, axis=axis)
+        term = taps[i] * jax.lax.dynamic_slice_in_dim(ext, i, n, axis=axis)
+        return acc + jnp.where(abs(i - reach) <= radius, term, 0)
 
     acc = jax.lax.fori_loop(0, taps.shape[0], tap, jnp.zeros_like(x))
     return acc * scale.reshape(shape_along(axis, x.ndim, n))

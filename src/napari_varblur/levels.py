@@ -30,7 +30,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from .rules import radius_of
 
 #: At most this many distinct sigmas (per axis) make a map *quantised*: exact levels.
 MAX_QUANTISED = 64
+#: Tolerance levels are planned up to this radius (the bound's work grows as r^3 per
+#: crop bucket); a map reaching further is blurred exactly.
+MAX_LEVEL_RADIUS = 128
 #: Interior sigmas at which an interval's error is evaluated, and the share of the
 #: budget the sampled maximum may use.
 SAMPLES = 16
@@ -66,11 +69,12 @@ class AxisLevels:
     def __len__(self) -> int:
         return len(self.sigma)
 
-    def _bucket_bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per radius ``r``: the first and last level of bucket ``r`` (lookup tables)."""
-        r = np.arange(int(self.radius[-1]) + 2)
-        return (np.searchsorted(self.radius, r, side="left"),
-                np.searchsorted(self.radius, r, side="right") - 1)  # fmt: skip
+    @cached_property
+    def _buckets(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per radius ``r`` up to the largest: the first and last level of bucket ``r``."""
+        r = np.arange(int(self.radius[-1]) + 1)
+        first = np.searchsorted(self.radius, r, side="left")
+        return first, np.maximum(np.searchsorted(self.radius, r, side="right") - 1, first)
 
     @property
     def quantised(self) -> bool:
@@ -94,21 +98,30 @@ class AxisLevels:
         return k.reshape(s.shape), t.reshape(s.shape)
 
     def _locate(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        r = np.clip(radius_of(s, self.truncate), 0, min(self.limit, int(self.radius[-1]) + 1))
-        # Sigmas never decrease along the levels (a bucket's lowest level repeats the
-        # sigma of the previous bucket's highest): find the pixel's sigma, then keep it
-        # within the levels of its own radius bucket.
-        first, last = self._bucket_bounds()
-        r = r.astype(np.int64)
-        first, last = first[r], last[r]
-        k = np.searchsorted(self.sigma, s, side="right") - 1
-        k = np.clip(k, first, np.maximum(last, first))
-        np.clip(k, 0, len(self) - 1, out=k)
-        upper = np.minimum(k + 1, len(self) - 1)
-        lo2, hi2 = self.sigma[k] ** 2, self.sigma[upper] ** 2
-        with np.errstate(invalid="ignore", divide="ignore"):
-            t = np.where(self.joined[k], (s * s - lo2) / (hi2 - lo2), 0.0)
-        return k, np.clip(t, 0.0, 1.0, out=t)
+        r = np.minimum(radius_of(s, self.truncate), self.limit)
+        return self.mix(s, r.astype(np.int64))
+
+    def mix(self, s, r, xp=np, s_index=None):
+        """Each pixel's lower level ``k`` and upper weight ``t`` from its sigma ``s`` and
+        radius ``r`` (the contract's, computed by the caller), with ``xp`` NumPy or
+        ``jax.numpy``; ``s_index`` (default ``s``) finds the level, so JAX can stop
+        its gradient there while ``t`` stays differentiable in ``s``.
+
+        Sigmas never decrease along the levels (a bucket's lowest level repeats the
+        previous bucket's highest sigma): find the sigma, then keep it within the levels
+        of its own radius bucket.  A radius beyond the levels (a traced sigma above
+        ``max_radius``) takes the highest bucket, so its sigma acts as the largest.
+        """
+        first, last = self._buckets
+        sigma = xp.asarray(self.sigma, s.dtype)
+        r = xp.clip(r, 0, len(first) - 1)
+        k = xp.searchsorted(sigma, s if s_index is None else s_index, side="right") - 1
+        k = xp.clip(k, xp.asarray(first)[r], xp.asarray(last)[r])
+        upper = xp.minimum(k + 1, len(self) - 1)
+        lo2, hi2 = sigma[k] ** 2, sigma[upper] ** 2
+        joined = xp.asarray(self.joined)[k]
+        span = xp.where(joined, hi2 - lo2, 1)  # never 0: no NaN, nor in a gradient
+        return k, xp.clip(xp.where(joined, (s * s - lo2) / span, 0), 0, 1)
 
 
 def quantised_levels(values: np.ndarray, truncate: float, limit: int) -> AxisLevels:

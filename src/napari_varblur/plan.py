@@ -72,6 +72,26 @@ def axis_pass(
     return AxisPass(axis, n, mode, left, w, np.ones(n), mode.fill(cval))
 
 
+def level_pass(
+    axis: int, n: int, sigma: float, radius: int, mode: Mode, cval: float, dtype
+) -> AxisPass | None:
+    """A sigma level's pass: :func:`axis_pass`, or ``None`` (the axis untouched) when
+    every off-centre weight is 0 in ``dtype``.  (A level is mixed into pixels whose own
+    weights are not 0: summing ``0 * inf`` taps would turn their ``inf`` into NaN.)"""
+    p = axis_pass(axis, n, sigma, radius, mode, cval)
+    if p is None:
+        return None
+    w = p.weights.astype(dtype)
+    centre = int(np.argmax(w))
+    return None if np.count_nonzero(w) == 1 and p.taps > 1 and w[centre] > 0 else p
+
+
+def map_limit(mode: Mode, n: int) -> int:
+    """A sigma map's radius cap on an axis of length ``n`` (``NO_LIMIT`` for none)."""
+    limit = mode.map_limit(n)
+    return NO_LIMIT if limit is None else limit
+
+
 def global_radius(spec: BlurSpec, i: int) -> int:
     """The radius of blurred axis ``i`` of a global blur (0: untouched)."""
     if spec.sigma[i] == 0:
@@ -147,8 +167,7 @@ def map_plan(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> list[M
     out = []
     for i, axis in enumerate(spec.axes):
         n, mode = spec.shape[axis], spec.modes[i]
-        limit = mode.map_limit(n)
-        limit = NO_LIMIT if limit is None else limit
+        limit = map_limit(mode, n)
         # ceil is monotone, so the largest radius comes from the largest sigma.
         pad = min(float(radius_of(spec.sigma_max[i], spec.truncate)), limit)
         if pad_floor is not None:

@@ -22,8 +22,15 @@ from types import ModuleType
 
 import numpy as np
 
-from .levels import AxisLevels, distinct_values, quantised_levels, tolerance_levels, windows
-from .plan import AxisPass, MapAxis, axis_pass, map_plan
+from .levels import (
+    MAX_LEVEL_RADIUS,
+    AxisLevels,
+    distinct_values,
+    quantised_levels,
+    tolerance_levels,
+    windows,
+)
+from .plan import AxisPass, MapAxis, level_pass, map_plan
 from .rules import radius_of
 from .spec import BlurSpec
 
@@ -129,6 +136,8 @@ def levels_for(spec: BlurSpec, maps: list[MapAxis]) -> tuple[tuple[AxisLevels, .
             values[id(m.sigma)] = distinct_values(m.sigma)
     free = [m for m in maps if values[id(m.sigma)] is None]
     if free and spec.tolerance is None:
+        return None
+    if any(radius_of(float(m.sigma.max()), m.truncate) > MAX_LEVEL_RADIUS for m in free):
         return None
     if not free:
         levels = tuple(quantised_levels(values[id(m.sigma)], m.truncate, m.limit) for m in maps)
@@ -335,7 +344,7 @@ class _SourcedPass:
 
     @classmethod
     def of(cls, *args) -> _SourcedPass | None:
-        p = axis_pass(*args)
+        p = level_pass(*args)
         return None if p is None else cls(p, p.source())
 
     @property
@@ -483,8 +492,10 @@ class _Walk:
         key = (i, level)
         if key not in self.passes:
             m, lv = self.axes[i], self.plan.levels[i]
-            self.passes[key] = _SourcedPass.of(m.axis, m.n, float(lv.sigma[level]),
-                                         int(lv.radius[level]), m.mode, self.spec.cval)  # fmt: skip
+            sigma, radius = float(lv.sigma[level]), int(lv.radius[level])
+            self.passes[key] = _SourcedPass.of(
+                m.axis, m.n, sigma, radius, m.mode, self.spec.cval, self.dtype
+            )
         return self.passes[key]
 
 

@@ -108,24 +108,24 @@ WHOLE_IMAGE_LEVELS = True
 def correlate(x, axis: int, source, fill: float, weights, scale) -> np.ndarray:
     """One 1-D pass (the level walk's building block): ``out[i] = scale[i] *
     sum_t weights[t] * x[source[i + t]]`` along ``axis`` (``fill`` where ``source`` is
-    -1).  Taps are padded with zero weights to a power of two, so levels of nearby
-    radii share one compiled program."""
+    -1).  Taps are padded to a power of two, so levels of nearby radii share one
+    compiled program; the loop stops at the real tap count (padding is never read)."""
     dtype = np.dtype(x.dtype)
     taps = len(weights)
     bucket = 1 << (taps - 1).bit_length()
-    n = len(scale)
     source = np.concatenate([source, np.full(bucket - taps, -1, source.dtype)])
     padded = np.zeros(bucket)
     padded[:taps] = weights
     with jax.enable_x64(dtype == np.float64):
         out = _window_pass(jnp.asarray(x), jnp.asarray(source, jnp.int32),
                            jnp.asarray(fill, dtype), jnp.asarray(padded, dtype),
-                           jnp.asarray(scale, dtype), axis=axis, n=n)  # fmt: skip
+                           jnp.asarray(scale, dtype), jnp.asarray(taps, jnp.int32),
+                           axis=axis, n=len(scale))  # fmt: skip
     return np.array(out, dtype=dtype)
 
 
 @partial(jax.jit, static_argnames=("axis", "n"))
-def _window_pass(x, source, fill, weights, scale, *, axis: int, n: int):
+def _window_pass(x, source, fill, weights, scale, count, *, axis: int, n: int):
     ext = jnp.take(x, jnp.maximum(source, 0), axis=axis)
     outside = (source < 0).reshape(shape_along(axis, x.ndim, len(source)))
     ext = jnp.where(outside, fill, ext)
@@ -134,7 +134,7 @@ def _window_pass(x, source, fill, weights, scale, *, axis: int, n: int):
         return acc + weights[t] * lax.dynamic_slice_in_dim(ext, t, n, axis=axis)
 
     shape = x.shape[:axis] + (n,) + x.shape[axis + 1 :]
-    acc = lax.fori_loop(0, weights.shape[0], body, jnp.zeros(shape, x.dtype))
+    acc = lax.fori_loop(0, count, body, jnp.zeros(shape, x.dtype))
     return acc * scale.reshape(shape_along(axis, x.ndim, n))
 
 
