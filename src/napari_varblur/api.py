@@ -21,6 +21,8 @@ def gaussian_blur(
     backend: str = "auto",
     precision: str | np.dtype = "float32",
     tolerance: float | None = None,
+    mask: npt.ArrayLike | None = None,
+    nan_policy: str = "propagate",
 ) -> np.ndarray:
     """Gaussian blur with a global sigma or a per-pixel sigma map.
 
@@ -60,7 +62,22 @@ def gaussian_blur(
         reads: the image's finite values, and ``cval`` in constant mode; float32 adds
         its own rounding).  Used only when it is faster.  Ignored for a global sigma
         (already exact and fast).  Maps with at most 64 distinct values are blurred
-        exactly by global passes whatever ``tolerance`` is.
+        exactly by global passes whatever ``tolerance`` is.  With a ``mask`` or
+        ``nan_policy="omit"`` the bound holds for the sums of valid taps; the result
+        is their ratio, so divide ``t`` by the valid share of a pixel's kernel.
+    mask
+        Boolean (or 0/1 numeric) array that broadcasts to ``image.shape``; True (1)
+        marks a valid pixel.  The blur is then a normalised convolution: each output
+        is the Gaussian-weighted mean of the *valid* taps of its window (same weights
+        and radii as without a mask), masked pixels included (they are filled from
+        their valid neighbours), and NaN where a window holds no valid tap.  Edge
+        modes extend the mask with the image; constant-mode taps read ``cval`` and
+        are valid; crop's out-of-bounds taps are not.  Never modified.
+    nan_policy
+        ``"propagate"`` (default): NaN and inf spread over their windows.
+        ``"omit"``: non-finite pixels count as masked (a non-finite ``cval`` too).
+        ``"raise"``: ``ValueError`` if a valid pixel (or a ``cval`` that constant mode
+        reads) is NaN or inf; finite data is blurred as with ``"propagate"``.
 
     Returns
     -------
@@ -83,6 +100,13 @@ def gaussian_blur(
     >>> out = gaussian_blur(image, 1.0, backend="reference", precision="float64")
     >>> round(float(out.sum()), 12), out.shape
     (1.0, (5, 5))
+
+    A dead pixel left out and filled from its neighbours:
+
+    >>> image = np.ones((5, 5)); image[2, 2] = np.nan
+    >>> out = gaussian_blur(image, 1.0, nan_policy="omit")
+    >>> float(out[2, 2])
+    1.0
     """
     options = dict(
         mode=mode,
@@ -93,6 +117,8 @@ def gaussian_blur(
         backend=backend,
         precision=precision,
         tolerance=tolerance,
+        mask=mask,
+        nan_policy=nan_policy,
     )
     spec = BlurSpec.from_args(image, sigma, **options)
     if spec.lazy:

@@ -22,6 +22,9 @@ from .rules import MAX_GLOBAL_RADIUS, radius_of
 
 BACKENDS: tuple[str, ...] = ("auto", "numba", "jax", "reference")
 PRECISIONS: tuple[str, ...] = ("float32", "float64")
+#: scipy.stats' names: keep NaN/inf (they spread over their windows), leave them out
+#: like masked pixels, or refuse them.
+NAN_POLICIES: tuple[str, ...] = ("propagate", "omit", "raise")
 
 __all__ = ["MAX_GLOBAL_RADIUS", "BlurSpec"]
 
@@ -155,6 +158,69 @@ def normalize_tolerance(tolerance: object) -> float | None:
             f"got {tolerance!r}"
         )
     return float(tolerance)
+
+
+def normalize_nan_policy(nan_policy: object) -> str:
+    if not isinstance(nan_policy, str) or nan_policy not in NAN_POLICIES:
+        raise ValueError(
+            f"nan_policy: unknown policy {nan_policy!r}; valid policies are "
+            + ", ".join(repr(p) for p in NAN_POLICIES)
+        )
+    return nan_policy
+
+
+def _mask_values_error(mask: Any) -> ValueError:
+    bad = (np.asarray(mask) != 0) & (np.asarray(mask) != 1)  # NaN is neither
+    value = np.asarray(mask)[tuple(np.argwhere(bad)[0])]
+    return ValueError(
+        f"mask: a numeric mask must hold only 0 and 1 (1 = valid pixel), found {value!r} "
+        f"in {_where(bad)}"
+    )
+
+
+def normalize_mask(mask: object, image_shape: tuple[int, ...]) -> Any:
+    """``None``, or a boolean mask (True = valid) with the image's ndim that broadcasts
+    to ``image_shape`` (length 1 where it does not vary).  A NumPy mask is never
+    modified (a numeric one is converted into a new array); a dask mask stays lazy
+    (its values are checked now, in one pass)."""
+    if mask is None:
+        return None
+    arr = mask if is_dask_array(mask) else np.asarray(mask)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(
+            f"mask: dtype {arr.dtype} is not supported; a mask must be boolean or numeric "
+            "0/1 (True or 1 = valid pixel)"
+        )
+    shape = tuple(image_shape)
+    lead = len(shape) - arr.ndim
+    if lead < 0 or not all(m in (1, n) for m, n in zip(arr.shape, shape[lead:])):
+        raise ValueError(
+            f"mask: shape {tuple(arr.shape)} does not broadcast to the image's shape {shape}"
+        )
+    arr = arr.reshape((1,) * lead + tuple(arr.shape))
+    if arr.dtype.kind == "b":
+        return arr
+    invalid = (arr != 0) & (arr != 1)
+    if bool(invalid.any()):  # computes a dask mask's check
+        raise _mask_values_error(arr)
+    return arr != 0
+
+
+def check_finite_values(image: Any, mask: Any, modes: tuple[Mode, ...], cval: float) -> None:
+    """``nan_policy="raise"``: refuse NaN or inf in the valid pixels, and a non-finite
+    ``cval`` that a constant-mode axis would read."""
+    if any(m.name == "constant" for m in modes) and not math.isfinite(cval):
+        raise ValueError(f"cval: is {cval} and nan_policy='raise' refuses non-finite values")
+    if image.dtype.kind != "f" or image.size == 0:
+        return
+    bad = ~np.isfinite(image)
+    if mask is not None:
+        bad = bad & mask
+    if bool(bad.any()):  # computes a dask image's check
+        raise ValueError(
+            "image: nan_policy='raise' and the image has non-finite (NaN or inf) values in "
+            f"{_where(np.asarray(bad))}; use nan_policy='omit' to leave them out"
+        )
 
 
 def normalize_precision(precision: object) -> np.dtype:
@@ -402,6 +468,12 @@ class BlurSpec:
     tolerance
         ``None`` for the exact contract, else the allowed error of a sigma-map blur as
         a fraction of the value range (:mod:`napari_varblur.levels`).
+    mask
+        ``None``, or a boolean array (True = valid) with the image's ndim that
+        broadcasts to its shape (NumPy or dask): the blur reads valid taps only.
+    nan_policy
+        ``"propagate"``, ``"omit"`` (non-finite pixels count as masked) or ``"raise"``
+        (already checked: the valid pixels are finite).
     """
 
     image: Any
@@ -417,6 +489,13 @@ class BlurSpec:
     backend: str
     precision: np.dtype
     tolerance: float | None = None
+    mask: Any = None
+    nan_policy: str = "propagate"
+
+    @property
+    def masked(self) -> bool:
+        """Whether the blur is a normalised convolution (:mod:`napari_varblur.masked`)."""
+        return self.mask is not None or self.nan_policy == "omit"
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -425,8 +504,8 @@ class BlurSpec:
     @property
     def lazy(self) -> bool:
         """Whether the image or the map is a dask array."""
-        maps = self.sigma_map or ()
-        return is_dask_array(self.image) or any(is_dask_array(m) for m in maps)
+        arrays = (self.image, self.mask, *(self.sigma_map or ()))
+        return any(is_dask_array(a) for a in arrays)
 
     @classmethod
     def from_args(
@@ -442,6 +521,8 @@ class BlurSpec:
         backend: object = "auto",
         precision: object = "float32",
         tolerance: object = None,
+        mask: object = None,
+        nan_policy: object = "propagate",
     ) -> BlurSpec:
         """Validate the arguments of :func:`napari_varblur.gaussian_blur`."""
         arr = normalize_image(image)
@@ -454,9 +535,13 @@ class BlurSpec:
         prec = normalize_precision(precision)
         name = normalize_backend(backend)
         tol = normalize_tolerance(tolerance)
+        policy = normalize_nan_policy(nan_policy)
+        valid = normalize_mask(mask, tuple(arr.shape))
 
         sig, smap, isotropic, sigma_max = _normalize_sigma(sigma, tuple(arr.shape), k, rad)
         check_radii(tuple(arr.shape), blurred, modes, trunc, sigma_max, radius=rad, maps=smap)
+        if policy == "raise":
+            check_finite_values(arr, valid, modes, fill)
         return cls(
             image=arr,
             axes=blurred,
@@ -471,4 +556,6 @@ class BlurSpec:
             backend=name,
             precision=prec,
             tolerance=tol,
+            mask=valid,
+            nan_policy=policy,
         )

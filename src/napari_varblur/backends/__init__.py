@@ -42,17 +42,28 @@ def blur(spec, pad_floor: tuple[int, ...] | None = None):
     A sigma map goes to :mod:`napari_varblur.stacked` (global passes per sigma level)
     when its map is quantised, or a ``tolerance`` allows mixing levels, and that is
     less work than the exact per-pixel gather.  The ``reference`` backend always
-    gathers: it is the oracle.
+    gathers: it is the oracle.  A masked spec is two such blurs with one plan
+    (:mod:`napari_varblur.masked`), so their ratio is a normalised convolution.
     """
     name = resolve(spec.backend)
     module = load(name)
+    plan = None
     if spec.sigma_map is not None and name != "reference":
         from .. import stacked
 
         plan = stacked.choose(spec)
+
+    def run(plain):
         if plan is not None:
-            return stacked.blur(spec, plan, module)
-    return module.blur(spec, pad_floor)
+            return stacked.blur(plain, plan, module)
+        return module.blur(plain, pad_floor)
+
+    if spec.masked:
+        from .. import masked
+
+        # A level plan belongs to the full shape; the gather takes any batch shape.
+        return masked.blur(spec, run, share_batch=plan is None)
+    return run(spec)
 
 
 def resolve(name: str) -> str:

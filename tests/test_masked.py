@@ -1,0 +1,249 @@
+"""Masked and NaN-aware blur (normalised convolution) against independent oracles:
+the brute-force float64 sum of ``bruteforce.py`` and astropy's ``convolve``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from bruteforce import normalised_blur
+from conftest import ALL_BACKENDS, ALL_MODES, assert_close
+
+from napari_varblur import gaussian_blur
+
+
+def dead_and_region(shape, rng, nan=True):
+    """A random image with dead (NaN, inf) pixels and a mask with a masked block."""
+    image = rng.normal(size=shape)
+    mask = rng.random(shape) > 0.15
+    mask[(slice(1, 4),) * len(shape)] = False
+    if nan:
+        image[tuple(rng.integers(0, n, 4) for n in shape)] = np.nan
+        image[tuple(rng.integers(0, n, 2) for n in shape)] = np.inf
+    return image, mask
+
+
+def random_map(shape, rng):
+    """Sigmas in [0.3, 2.5] and some exact zeros (smaller sigmas have neighbour weights
+    that underflow in float32: a masked pixel there has no valid tap left)."""
+    sigma = rng.uniform(0.3, 2.5, shape)
+    sigma[rng.random(shape) < 0.1] = 0.0
+    return sigma
+
+
+def check(out, expected, precision, image):
+    assert_close(out, expected, precision, np.where(np.isfinite(image), image, 0))
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+@pytest.mark.parametrize("mode", ALL_MODES)
+@pytest.mark.parametrize("policy", ["propagate", "omit"])
+def test_global_sigma_matches_the_brute_force_oracle(rng, backend, mode, policy):
+    image, mask = dead_and_region((11, 13), rng)
+    kw = dict(mode=mode, cval=0.7, truncate=2.5)
+    expected = normalised_blur(image, (1.3, 2.1), mask=mask, omit=policy == "omit", **kw)
+    for precision in ("float64", "float32"):
+        out = gaussian_blur(image, (1.3, 2.1), mask=mask, nan_policy=policy, backend=backend,
+                            precision=precision, **kw)  # fmt: skip
+        check(out, expected, precision, image)
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_sigma_maps_match_the_brute_force_oracle(rng, backend, mode):
+    image, mask = dead_and_region((10, 12), rng)
+    isotropic = random_map((10, 12), rng)
+    per_axis = random_map((10, 12, 2), rng)
+    for sigma in (isotropic, per_axis):
+        expected = normalised_blur(image, sigma, mask=mask, omit=True, mode=mode, cval=-2.0)
+        for precision in ("float64", "float32"):
+            out = gaussian_blur(image, sigma, mask=mask, nan_policy="omit", mode=mode,
+                                cval=-2.0, backend=backend, precision=precision)  # fmt: skip
+            check(out, expected, precision, image)
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_3d_batch_axes_and_a_broadcast_mask(rng, backend):
+    """A (6, 7) mask over a (3, 6, 7) series blurred along its last two axes, with a map
+    that is constant over time: the denominator is shared by the frames."""
+    image = rng.normal(size=(3, 6, 7))
+    image[1, 2, 3] = np.nan
+    mask = rng.random((6, 7)) > 0.3
+    sigma = rng.uniform(0.5, 2.0, (1, 6, 7))
+    for s in (1.5, sigma):
+        expected = normalised_blur(image, s, mask=mask, omit=True, axes=(1, 2), mode="nearest")
+        out = gaussian_blur(image, s, mask=mask, nan_policy="omit", axes=(1, 2), mode="nearest",
+                            backend=backend, precision="float64")  # fmt: skip
+        check(out, expected, "float64", image)
+    volume, vmask = dead_and_region((6, 5, 7), rng)
+    expected = normalised_blur(volume, 1.2, mask=vmask, omit=True, mode="mirror")
+    out = gaussian_blur(volume, 1.2, mask=vmask, nan_policy="omit", mode="mirror",
+                        backend=backend, precision="float64")  # fmt: skip
+    check(out, expected, "float64", volume)
+
+
+def test_crop_and_omit_equal_astropy_interpolate(rng):
+    """astropy's NaN interpolation with the same explicit kernel is crop + omit."""
+    convolution = pytest.importorskip("astropy.convolution")
+    image = rng.normal(size=(40, 50))
+    image[rng.integers(0, 40, 60), rng.integers(0, 50, 60)] = np.nan
+    image[10:16, 20:30] = np.nan
+    sigma, radius = 2.0, 6
+    d = np.arange(-radius, radius + 1)
+    taps = np.exp(-0.5 * (d / sigma) ** 2)
+    expected = convolution.convolve(image, np.outer(taps, taps), boundary="fill",
+                                     fill_value=np.nan, nan_treatment="interpolate",
+                                     normalize_kernel=True, preserve_nan=False)  # fmt: skip
+    for backend in ALL_BACKENDS:
+        out = gaussian_blur(image, sigma, nan_policy="omit", backend=backend, precision="float64")
+        np.testing.assert_allclose(out, expected, rtol=0, atol=1e-12)
+        via_mask = gaussian_blur(np.nan_to_num(image), sigma, mask=np.isfinite(image),
+                                 backend=backend, precision="float64")  # fmt: skip
+        np.testing.assert_allclose(via_mask, expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_windows_without_a_valid_tap_are_nan(rng, backend):
+    image = rng.normal(size=(20, 20))
+    mask = np.ones((20, 20), bool)
+    mask[4:15, 4:15] = False
+    out = gaussian_blur(image, 1.0, mask=mask, backend=backend, precision="float64")
+    expected = normalised_blur(image, 1.0, mask=mask)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(expected))
+    assert np.isnan(out[9, 9]) and np.isfinite(out[4, 4])
+    check(out, expected, "float64", image)
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_float32_keeps_the_contract_where_few_valid_taps_remain(rng, backend):
+    """A masked pixel reached only by the tails of its kernel: the ratio of two float32
+    sums of positive terms stays within the float32 contract."""
+    image = rng.uniform(-100, 100, (24, 24))
+    mask = np.zeros((24, 24), bool)
+    mask[:, :3] = True
+    for sigma in (2.0, rng.uniform(1.5, 2.5, (24, 24))):
+        expected = normalised_blur(image, sigma, mask=mask)
+        out = gaussian_blur(image, sigma, mask=mask, backend=backend)
+        check(out, expected, "float32", image)
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_constant_mode_cval_taps_are_valid_unless_omitted(rng, backend):
+    image = rng.normal(size=(8, 9))
+    mask = rng.random((8, 9)) > 0.3
+    for cval, policy in ((2.5, "omit"), (np.nan, "omit"), (np.inf, "omit"), (np.nan, "propagate")):
+        omit = policy == "omit"
+        expected = normalised_blur(image, 1.4, mask=mask, omit=omit, mode="constant", cval=cval)
+        out = gaussian_blur(image, 1.4, mask=mask, nan_policy=policy, mode="constant",
+                            cval=cval, backend=backend, precision="float64")  # fmt: skip
+        check(out, expected, "float64", image)
+    # A non-finite cval left out is crop with the same mask.
+    out = gaussian_blur(image, 1.4, mask=mask, nan_policy="omit", mode="constant", cval=np.nan)
+    np.testing.assert_allclose(out, gaussian_blur(image, 1.4, mask=mask), atol=1e-6)
+
+
+def test_no_mask_and_propagate_is_the_plain_blur_bit_for_bit(rng):
+    image = rng.normal(size=(30, 31)).astype(np.float32)
+    sigma = rng.uniform(0, 3, (30, 31))
+    for s in (2.0, sigma):
+        plain = gaussian_blur(image, s)
+        np.testing.assert_array_equal(gaussian_blur(image, s, nan_policy="omit"), plain)
+        np.testing.assert_array_equal(gaussian_blur(image, s, nan_policy="raise"), plain)
+        np.testing.assert_array_equal(gaussian_blur(image, s, mask=np.ones(31, bool)), plain)
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_propagate_with_a_mask_spreads_valid_nan_only(rng, backend):
+    image = rng.normal(size=(15, 15))
+    image[3, 3] = np.nan  # valid: spreads over its windows
+    image[11, 11] = np.inf  # masked: left out
+    mask = np.ones((15, 15), bool)
+    mask[11, 11] = False
+    mask[6:9, 0:4] = False
+    out = gaussian_blur(image, 1.0, mask=mask, backend=backend, precision="float64")
+    expected = normalised_blur(image, 1.0, mask=mask)
+    check(out, expected, "float64", image)
+    assert np.isnan(out[3, 5]) and np.isfinite(out[11, 11])
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_tolerance_levels_keep_the_masked_bound(rng, shared):
+    """Levels mix the same realised kernel into both sums, so the ratio is within
+    2 t (max - min) / share of the exact one (share: the pixel's valid kernel weight)."""
+    y, x = np.mgrid[0:64, 0:64]
+    smooth = 0.5 + 3.0 * x / 63 + 0.5 * np.sin(y / 9)
+    sigma = smooth if shared else np.stack([smooth, smooth[::-1]], axis=-1)
+    image, mask = dead_and_region((64, 64), rng)
+    image[rng.random((64, 64)) > 0.9] = 3.0  # deltas on a random background
+    t = 1e-2
+    exact = normalised_blur(image, sigma, mask=mask, omit=True)
+    share = normalised_blur(mask.astype(float), sigma, mask=None)  # the valid kernel weight
+    finite = np.where(mask & np.isfinite(image), image, np.nan)
+    spread = np.nanmax(finite) - np.nanmin(finite)
+    for backend in ("numba", "jax"):
+        out = gaussian_blur(image, sigma, mask=mask, nan_policy="omit", tolerance=t,
+                            backend=backend, precision="float64")  # fmt: skip
+        np.testing.assert_array_equal(np.isnan(out), np.isnan(exact))
+        error = np.abs(out - exact)
+        ok = np.isfinite(exact)
+        assert np.all(error[ok] <= 2 * t * spread / share[ok]), error[ok].max()
+
+
+def test_inputs_and_masks_are_never_modified(rng):
+    image, mask = dead_and_region((12, 12), rng)
+    numeric = mask.astype(np.uint8)
+    sigma = rng.uniform(0, 2, (12, 12))
+    before = (image.copy(), mask.copy(), numeric.copy(), sigma.copy())
+    for m in (mask, numeric):
+        for s in (1.0, sigma):
+            gaussian_blur(image, s, mask=m, nan_policy="omit")
+    for a, b in zip((image, mask, numeric, sigma), before):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_numeric_masks_mean_the_same_as_boolean(rng):
+    image, mask = dead_and_region((9, 9), rng, nan=False)
+    expected = gaussian_blur(image, 1.0, mask=mask)
+    for dtype in (np.uint8, np.int64, np.float32):
+        np.testing.assert_array_equal(gaussian_blur(image, 1.0, mask=mask.astype(dtype)), expected)
+
+
+@pytest.mark.parametrize(
+    ("mask", "error", "words"),
+    [
+        (np.ones((3, 9), bool), ValueError, ["mask", "(3, 9)", "(9, 9)"]),
+        (np.ones((2, 9, 9), bool), ValueError, ["mask", "(2, 9, 9)", "(9, 9)"]),
+        (np.full((9, 9), "a"), TypeError, ["mask", "<U1"]),
+        (np.ones((9, 9), object), TypeError, ["mask", "object"]),
+        (np.ones((9, 9), complex), TypeError, ["mask", "complex"]),
+        (np.full((9, 9), 2), ValueError, ["mask", "0 and 1", "81 values", "(0, 0)"]),
+        (np.full((9, 9), np.nan), ValueError, ["mask", "0 and 1", "nan"]),
+    ],
+)
+def test_bad_masks_are_refused_naming_mask(mask, error, words):
+    with pytest.raises(error) as info:
+        gaussian_blur(np.zeros((9, 9)), 1.0, mask=mask)
+    for word in words:
+        assert word in str(info.value)
+
+
+@pytest.mark.parametrize("policy", ["ignore", "Omit", None, 1])
+def test_unknown_nan_policy_lists_the_valid_ones(policy):
+    with pytest.raises(ValueError, match="nan_policy.*'propagate', 'omit', 'raise'"):
+        gaussian_blur(np.zeros((4, 4)), 1.0, nan_policy=policy)
+
+
+def test_raise_names_the_count_and_the_first_index():
+    image = np.zeros((6, 6))
+    image[2, 4] = np.nan
+    image[5, 1] = -np.inf
+    with pytest.raises(ValueError, match=r"image: .*2 values \(first at index \(2, 4\)\)"):
+        gaussian_blur(image, 1.0, nan_policy="raise")
+    mask = np.ones((6, 6), bool)
+    mask[2, 4] = False  # a masked NaN is never read
+    with pytest.raises(ValueError, match=r"1 value \(first at index \(5, 1\)\)"):
+        gaussian_blur(image, 1.0, nan_policy="raise", mask=mask)
+    mask[5, 1] = False
+    gaussian_blur(image, 1.0, nan_policy="raise", mask=mask)
+    with pytest.raises(ValueError, match="cval"):
+        gaussian_blur(np.zeros((6, 6)), 1.0, mode="constant", cval=np.nan, nan_policy="raise")
+    gaussian_blur(np.zeros((6, 6)), 1.0, mode="reflect", cval=np.nan, nan_policy="raise")
