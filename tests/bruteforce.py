@@ -61,7 +61,7 @@ def normalised_blur(image, sigma, *, mask=None, omit=False, mode="crop", cval=0.
                 weights.append(np.ones(1))
                 continue
             s = sig[p + (axes.index(a),)]
-            r = int(math.ceil(truncate * s)) if s > 0 else 0
+            r = math.ceil(truncate * s) if s > 0 else 0
             d = np.arange(-r, r + 1)
             index.append(sources[a][p[a] + reach + d])
             weights.append(np.exp(-0.5 * (d / s) ** 2) if s > 0 else np.ones(1))

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from bruteforce import normalised_blur
 from conftest import ALL_BACKENDS, ALL_MODES, assert_close
-
 from napari_varblur import gaussian_blur
 
 
@@ -228,7 +228,7 @@ def test_bad_masks_are_refused_naming_mask(mask, error, words):
 
 @pytest.mark.parametrize("policy", ["ignore", "Omit", None, 1])
 def test_unknown_nan_policy_lists_the_valid_ones(policy):
-    with pytest.raises(ValueError, match="nan_policy.*'propagate', 'omit', 'raise'"):
+    with pytest.raises(ValueError, match=r"nan_policy.*'propagate', 'omit', 'raise'"):
         gaussian_blur(np.zeros((4, 4)), 1.0, nan_policy=policy)
 
 
