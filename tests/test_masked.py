@@ -247,3 +247,77 @@ def test_raise_names_the_count_and_the_first_index():
     with pytest.raises(ValueError, match="cval"):
         gaussian_blur(np.zeros((6, 6)), 1.0, mode="constant", cval=np.nan, nan_policy="raise")
     gaussian_blur(np.zeros((6, 6)), 1.0, mode="reflect", cval=np.nan, nan_policy="raise")
+
+
+# ------------------------------------------------------------------- JAX-native
+
+
+def test_jax_native_matches_the_oracle_concrete_and_traced(rng):
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from napari_varblur.jax import gaussian_blur as jax_blur
+
+    image, mask = dead_and_region((12, 13), rng)
+    sigma = random_map((12, 13), rng)
+    x = jnp.asarray(image, jnp.float32)
+    for s, kw in ((1.4, {}), (sigma, {}), (sigma, {"tolerance": 1e-3})):
+        for mode in ("crop", "constant"):
+            expected = normalised_blur(image, s, mask=mask, omit=True, mode=mode, cval=0.5)
+            call = dict(mask=mask, nan_policy="omit", mode=mode, cval=0.5, max_radius=8, **kw)
+            traced = jax.jit(lambda x_, s_, call=call: jax_blur(x_, s_, **call))
+            for out in (jax_blur(x, s, **call), traced(x, jnp.asarray(s, jnp.float32))):
+                out = np.asarray(out)
+                if "tolerance" in kw:  # levels: within the bound, NaN where exact has it
+                    np.testing.assert_array_equal(np.isnan(out), np.isnan(expected))
+                    assert np.nanmax(np.abs(out - expected)) < 2e-2
+                else:
+                    check(out, expected, "float32", image)
+    # A traced mask: any non-zero value is valid.
+    traced_mask = jax.jit(lambda m: jax_blur(x, 1.4, mask=m, nan_policy="omit"))
+    check(np.asarray(traced_mask(jnp.asarray(mask, jnp.float32))),
+          normalised_blur(image, 1.4, mask=mask, omit=True), "float32", image)  # fmt: skip
+
+
+def test_jax_native_gradients_with_a_constant_mask(rng):
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    from jax.test_util import check_grads
+
+    from napari_varblur.jax import gaussian_blur as jax_blur
+
+    image = rng.normal(size=(7, 8))
+    mask = rng.random((7, 8)) > 0.3
+    sigma = rng.uniform(0.6, 1.2, (7, 8))
+    with jax.enable_x64(True):
+        x, s = jnp.asarray(image), jnp.asarray(sigma)
+        kw = dict(mask=mask, mode="reflect", max_radius=4)
+        check_grads(lambda s_: jax_blur(x, s_, **kw), (s,), order=1, modes=["rev"], eps=1e-6)
+        check_grads(lambda x_: jax_blur(x_, s, **kw), (x,), order=1, modes=["rev"])
+        # A masked pixel's value (filled from its neighbours) depends on their sigma
+        # and not on its own value.
+        masked_at = tuple(int(i) for i in np.argwhere(~mask)[0])
+        g = jax.grad(lambda x_: jax_blur(x_, s, **kw)[masked_at])(x)
+        assert float(g[masked_at]) == 0.0 and float(jnp.abs(g).sum()) > 0.5, g
+        nan_image = x.at[masked_at].set(jnp.nan)
+        g = jax.grad(lambda x_: jax_blur(x_, s, nan_policy="omit", max_radius=4).sum())(nan_image)
+        assert bool(jnp.isfinite(g).all())
+
+
+def test_jax_native_refuses_bad_masks_and_raise_under_jit(rng):
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from napari_varblur.jax import gaussian_blur as jax_blur
+
+    x = jnp.zeros((6, 6))
+    with pytest.raises(ValueError, match=r"mask: shape \(5, 6\)"):
+        jax_blur(x, 1.0, mask=np.ones((5, 6), bool))
+    with pytest.raises(TypeError, match="mask"):
+        jax_blur(x, 1.0, mask=np.ones((6, 6), complex))
+    with pytest.raises(ValueError, match="nan_policy"):
+        jax_blur(x, 1.0, nan_policy="drop")
+    with pytest.raises(ValueError, match=r"image: .*1 value \(first at index \(2, 3\)\)"):
+        jax_blur(x.at[2, 3].set(jnp.inf), 1.0, nan_policy="raise")
+    with pytest.raises(ValueError, match="nan_policy: 'raise' needs a concrete image"):
+        jax.jit(lambda x_: jax_blur(x_, 1.0, nan_policy="raise"))(x)

@@ -23,18 +23,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import stacked
+from . import masked, stacked
 from .backends.jax_xla import correlate_axis, extend_axis, float64_ceil_product, varying_blur
 from .levels import MAX_LEVEL_RADIUS, AxisLevels, bucket_range, tolerance_levels, windows
 from .plan import gaussian_taps, global_plan, level_pass, map_limit, map_plan, shape_along
 from .rules import MAX_EXPONENT
 from .spec import (
     BlurSpec,
+    check_finite_values,
     check_image,
     map_layout,
     normalize_axes,
     normalize_cval,
+    normalize_mask,
     normalize_modes,
+    normalize_nan_policy,
     normalize_radius,
     normalize_tolerance,
     normalize_truncate,
@@ -54,6 +57,8 @@ def gaussian_blur(
     axes: int | Sequence[int] | None = None,
     max_radius: int | Sequence[int] | None = None,
     tolerance: float | None = None,
+    mask: jax.Array | np.ndarray | None = None,
+    nan_policy: str = "propagate",
 ) -> jax.Array:
     """Gaussian blur of a JAX array with a global sigma or a sigma map.
 
@@ -83,6 +88,11 @@ def gaussian_blur(
         the map (piecewise smooth in sigma).  With a traced map, levels cover sigmas up
         to the largest whose radius fits ``max_radius`` (larger sigmas act as that
         one).  Per-axis maps, and global sigmas, ignore ``tolerance`` (exact).
+    mask, nan_policy
+        As in :func:`napari_varblur.gaussian_blur`: a normalised convolution over the
+        valid taps, differentiable with respect to the image and the sigma map (the
+        mask is a constant).  A traced mask is checked for dtype and shape only (any
+        non-zero value is valid); ``nan_policy="raise"`` needs a concrete image.
 
     Returns
     -------
@@ -95,8 +105,45 @@ def gaussian_blur(
         image = image.astype(jnp.float32)
     blurred = normalize_axes(axes, image.ndim)
     modes = normalize_modes(mode, len(blurred))
-    options = dict(cval=normalize_cval(cval), truncate=normalize_truncate(truncate))
-    tolerance = normalize_tolerance(tolerance)
+    fill, truncate = normalize_cval(cval), normalize_truncate(truncate)
+    options = dict(blurred=blurred, modes=modes, truncate=truncate, radius=radius,
+                   max_radius=max_radius, tolerance=normalize_tolerance(tolerance))  # fmt: skip
+    policy = normalize_nan_policy(nan_policy)
+    valid = _mask(mask, image.shape)
+    if policy == "raise":
+        if isinstance(image, jax.core.Tracer):
+            raise ValueError(
+                "nan_policy: 'raise' needs a concrete image (it is traced here); use "
+                "'omit' or 'propagate' inside jax.jit"
+            )
+        check_finite_values(np.asarray(image), None if valid is None else np.asarray(valid),
+                            modes, fill)  # fmt: skip
+    omit = policy == "omit"
+    if valid is None and not omit:
+        return _blur(image, sigma, cval=fill, **options)
+    valid = masked.valid_pixels(image, valid, omit, jnp)
+    valid = jnp.ones(image.shape, bool) if valid is None else valid
+    counts = masked.fill_counts(fill, omit)
+    num = _blur(masked.numerator(image, valid, image.dtype, jnp), sigma,
+                cval=fill if counts else 0.0, **options)  # fmt: skip
+    weights = jnp.broadcast_to(valid, image.shape).astype(image.dtype)
+    return masked.ratio(num, _blur(weights, sigma, cval=float(counts), **options), jnp)
+
+
+def _mask(mask, shape: tuple[int, ...]) -> jax.Array | None:
+    """The NumPy API's mask check; a traced mask is checked for dtype and shape only."""
+    if mask is None:
+        return None
+    if not isinstance(mask, jax.core.Tracer):
+        return jnp.asarray(normalize_mask(np.asarray(mask), shape))
+    placeholder = np.broadcast_to(np.zeros((), mask.dtype), mask.shape)
+    normalize_mask(placeholder, shape)
+    return jnp.reshape(mask != 0, (1,) * (len(shape) - mask.ndim) + mask.shape)
+
+
+def _blur(image, sigma, *, blurred, modes, cval, truncate, radius, max_radius, tolerance):
+    """The plain (unmasked) blur of a float JAX array, arguments normalised."""
+    options = dict(cval=cval, truncate=truncate)
     if isinstance(sigma, jax.core.Tracer):
         if radius is not None:
             raise ValueError("radius: cannot be combined with a traced sigma; use max_radius")

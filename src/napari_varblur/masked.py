@@ -56,12 +56,19 @@ def ratio(num: Any, den: Any, xp=np) -> Any:
     return num / den
 
 
-def blur(spec: BlurSpec, run: Callable[[BlurSpec], np.ndarray], share_batch: bool) -> np.ndarray:
+def blur(
+    spec: BlurSpec,
+    run: Callable[[BlurSpec], np.ndarray],
+    share_batch: bool,
+    fused: Callable[[BlurSpec, np.ndarray, bool], np.ndarray | None] | None = None,
+) -> np.ndarray:
     """The normalised convolution of a masked NumPy spec.
 
     ``run`` blurs a plain spec (same map, plan and backend).  ``share_batch``: ``run``
     may take the denominator at a smaller shape, once for batch axes along which the
     validity and the sigma map do not vary (a static mask over a time series).
+    ``fused(plain, valid, counts)``: a backend's one-sweep version, or ``None`` where it
+    has none for this spec.
     """
     omit = spec.nan_policy == "omit"
     plain = replace(spec, mask=None, nan_policy="propagate")
@@ -71,6 +78,10 @@ def blur(spec: BlurSpec, run: Callable[[BlurSpec], np.ndarray], share_batch: boo
         return run(plain)  # every tap is valid: the plain blur (exactly)
     if valid is None:  # only the constant-mode fill is left out
         valid = np.ones((1,) * spec.image.ndim, bool)
+    if fused is not None:
+        out = fused(plain, valid, counts)
+        if out is not None:
+            return out
     dtype = np.dtype(spec.precision)
     num = run(replace(plain, image=numerator(spec.image, valid, dtype),
                       cval=spec.cval if counts else 0.0))  # fmt: skip

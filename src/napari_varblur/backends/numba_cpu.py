@@ -135,6 +135,35 @@ def _fused_last_two(x: np.ndarray, p0: AxisPass, p1: AxisPass) -> np.ndarray:
     return out.reshape(x.shape)
 
 
+def masked_global(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None:
+    """A masked global blur whose passes are the fused last two axes: both sums and
+    their ratio in one sweep (``_fused_masked_kernel``), or ``None`` for the generic
+    path (:mod:`napari_varblur.masked`).  ``valid`` has the image's ndim and broadcasts
+    to it; ``counts``: whether constant-mode taps outside the image are valid."""
+    passes = global_plan(spec)
+    last = spec.image.ndim - 1
+    if [p.axis for p in passes] != [last - 1, last] or passes[0].taps > _FUSED_TAPS:
+        return None
+    dtype = np.dtype(spec.precision)
+    p0, p1 = passes
+    lines = _kernel_array(spec.image.astype(dtype, copy=False), dtype).reshape(-1, p0.n, p1.n)
+    flags = np.broadcast_to(valid, valid.shape[:-2] + (p0.n, p1.n))
+    if flags.shape[:-2] != spec.image.shape[:-2]:  # varies along some batch axes only
+        flags = np.broadcast_to(flags, spec.image.shape)
+    flags = np.ascontiguousarray(flags).view(np.uint8).reshape(-1, p0.n, p1.n)
+    out = np.empty_like(lines)
+    args = []
+    for p in (p0, p1):
+        fills = (p.fill, p.mode.fill(1.0)) if counts else (0.0, 0.0)
+        args += [p.source(), dtype.type(fills[0]), p.weights.astype(dtype), p.scale.astype(dtype),
+                 dtype.type(fills[1])]  # fmt: skip
+    runs = max(1, 4 * numba.get_num_threads() // lines.shape[0])
+    block = max(_FUSED_BLOCK, -(-p0.n // runs))
+    with _parallel_section():
+        _fused_masked_kernel(lines, flags, out, *args, block)
+    return out.reshape(spec.shape)
+
+
 # Only reassociation and FMA contraction are allowed to the compiler (so sums
 # vectorise); NaN and inf keep their IEEE meaning.
 _FAST = {"reassoc", "contract"}
@@ -232,6 +261,49 @@ def _fused_kernel(
             for t in range(taps0):
                 index[t] = (i + t) % taps0 if src0[i + t] >= 0 else -1
             _column_sum(out[o, i], ring, index, w0, fill0, scale0[i])
+
+
+@njit(parallel=True, cache=True, nogil=True, fastmath=_FAST, error_model="numpy")
+def _fused_masked_kernel(
+    lines, valid, out, src0, fill0, w0, scale0, one0, src1, fill1, w1, scale1, one1, block
+):  # pragma: no cover
+    """``_fused_kernel`` for a normalised convolution: every input row is split into
+    its valid values (0 where invalid: a NaN there is dropped, not multiplied) and its
+    validity, both filtered into rings, both summed, and divided (0/0: NaN).  ``valid``
+    has one plane, or one per outer index; ``one*`` is the validity of fill taps."""
+    outer, n0, n1 = out.shape
+    taps0 = w0.shape[0]
+    nblocks = (n0 + block - 1) // block
+    for job in prange(outer * nblocks):
+        o = job // nblocks
+        v = o if valid.shape[0] > 1 else 0
+        i0 = (job % nblocks) * block
+        i1 = min(n0, i0 + block)
+        ring = np.empty((taps0, n1), out.dtype)
+        weight_ring = np.empty((taps0, n1), out.dtype)
+        buf = np.empty(src1.shape[0], out.dtype)
+        values = np.empty(n1, out.dtype)
+        flags = np.empty(n1, out.dtype)
+        den = np.empty(n1, out.dtype)
+        index = np.empty(taps0, np.int64)
+        for e in range(i0, i1 + taps0 - 1):
+            s = src0[e]
+            if s >= 0:
+                row, ok = lines[o, s], valid[v, s]
+                for c in range(n1):
+                    flags[c] = ok[c]
+                    values[c] = row[c] if ok[c] else 0
+                _row_pass(values, ring[e % taps0], buf, src1, fill1, w1, scale1)
+                _row_pass(flags, weight_ring[e % taps0], buf, src1, one1, w1, scale1)
+            i = e - (taps0 - 1)
+            if i < i0:
+                continue
+            for t in range(taps0):
+                index[t] = (i + t) % taps0 if src0[i + t] >= 0 else -1
+            _column_sum(out[o, i], ring, index, w0, fill0, scale0[i])
+            _column_sum(den, weight_ring, index, w0, one0, scale0[i])
+            for c in range(n1):
+                out[o, i, c] /= den[c]
 
 
 # ------------------------------------------------------------------- sigma maps
