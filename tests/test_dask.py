@@ -152,7 +152,12 @@ def test_distributed_local_cluster(rng):
     ):
         lazy = da.from_array(image, chunks=(32, 40))
         out = client.compute(gaussian_blur(lazy, sigma_map, backend="numba")).result()
+        mask = da.from_array(rng.random(image.shape) > 0.2, chunks=(48, 20))
+        masked = gaussian_blur(lazy, sigma_map, mask=mask, backend="numba")
+        masked = client.compute(masked).result()
         workers = client.run(lambda: __import__("os").getpid())
     assert len(set(workers.values())) == 2
     expected = gaussian_blur(image, sigma_map, backend="reference", precision="float64")
     assert_close(out, expected, "float32", image)
+    expected = gaussian_blur(image, sigma_map, mask=mask.compute(), backend="reference")
+    assert_close(masked, expected, "float32", image)

@@ -321,3 +321,42 @@ def test_jax_native_refuses_bad_masks_and_raise_under_jit(rng):
         jax_blur(x.at[2, 3].set(jnp.inf), 1.0, nan_policy="raise")
     with pytest.raises(ValueError, match="nan_policy: 'raise' needs a concrete image"):
         jax.jit(lambda x_: jax_blur(x_, 1.0, nan_policy="raise"))(x)
+
+
+# ------------------------------------------------------------------- dask
+
+
+@pytest.mark.parametrize("mode", ["crop", "wrap", "constant", "mirror"])
+def test_dask_chunks_are_exact_with_numpy_or_dask_masks(rng, mode):
+    da = pytest.importorskip("dask.array")
+    image, mask = dead_and_region((23, 29), rng)
+    sigma = random_map((23, 29), rng)
+    lazy = da.from_array(image, chunks=(7, 11))
+    row = mask[0]  # a mask that broadcasts along the first axis
+    for s in (1.7, sigma, da.from_array(sigma, chunks=(7, 11))):
+        for m, oracle_mask in ((mask, mask), (da.from_array(mask, chunks=(12, 8)), mask),
+                               (row, row)):  # fmt: skip
+            expected = normalised_blur(image, np.asarray(s), mask=oracle_mask, omit=True,
+                                       mode=mode, cval=1.5)  # fmt: skip
+            out = gaussian_blur(lazy, s, mask=m, nan_policy="omit", mode=mode, cval=1.5,
+                                precision="float64")  # fmt: skip
+            check(out.compute(), expected, "float64", image)
+
+
+def test_dask_errors_come_at_call_time(rng):
+    da = pytest.importorskip("dask.array")
+    image = np.zeros((20, 20))
+    image[3, 17] = np.nan
+    lazy = da.from_array(image, chunks=10)
+    with pytest.raises(ValueError, match=r"image: .*1 value \(first at index \(3, 17\)\)"):
+        gaussian_blur(lazy, 1.0, nan_policy="raise")
+    bad = da.from_array(np.full((20, 20), 3), chunks=10)
+    with pytest.raises(ValueError, match="mask: a numeric mask must hold only 0 and 1"):
+        gaussian_blur(lazy, 1.0, mask=bad)
+    with pytest.raises(ValueError, match=r"mask: shape \(20, 3\)"):
+        gaussian_blur(lazy, 1.0, mask=da.ones((20, 3), dtype=bool))
+    # A masked NaN passes "raise" and the result is lazy.
+    mask = np.ones((20, 20), bool)
+    mask[3, 17] = False
+    out = gaussian_blur(lazy, 1.0, mask=mask, nan_policy="raise")
+    assert type(out).__module__.startswith("dask") and np.isfinite(out.compute()).all()

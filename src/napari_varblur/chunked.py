@@ -41,17 +41,25 @@ def blur_lazy(spec: BlurSpec):
         backend=backends.resolve(spec.backend),
         precision=spec.precision,
         tolerance=spec.tolerance,
+        # "raise" was checked on the whole array: the chunks propagate.
+        nan_policy="omit" if spec.nan_policy == "omit" else "propagate",
     )
+    # The mask travels with the image: same chunks, same halo, same edge handling.
+    masks = []
+    if spec.mask is not None:
+        masks = [da.broadcast_to(da.asarray(spec.mask), image.shape).rechunk(image.chunks)]
     overlap = dict(depth=depth, boundary=boundary, dtype=spec.precision,
                    meta=np.empty((0,) * image.ndim, dtype=spec.precision))  # fmt: skip
     if spec.sigma is not None:
-        return da.map_overlap(_blur_block, image, sigma=spec.sigma, kwargs=kwargs, **overlap)
+        return da.map_overlap(_blur_block, image, *masks, sigma=spec.sigma, kwargs=kwargs,
+                              **overlap)  # fmt: skip
     # The map goes in as arrays shaped like the image (one per axis for a per-axis map):
     # dask aligns arrays of different ndim by their trailing axes, which would misplace
     # a map's extra axis.
     parts = spec.sigma_map[:1] if spec.isotropic else spec.sigma_map
     parts = [da.broadcast_to(da.asarray(p), image.shape).rechunk(image.chunks) for p in parts]
-    return da.map_overlap(_map_block, image, *parts, kwargs=kwargs, pads=tuple(depths), **overlap)
+    return da.map_overlap(_map_block, image, *masks, *parts, kwargs=kwargs, pads=tuple(depths),
+                          masked=bool(masks), **overlap)  # fmt: skip
 
 
 def _depths(spec: BlurSpec) -> list[int]:
@@ -95,17 +103,19 @@ def _overlap(image, spec: BlurSpec, depths: list[int]) -> tuple[Any, dict, dict]
     return image, depth, boundary
 
 
-def _blur_block(block, *, sigma, kwargs):
+def _blur_block(block, *mask, sigma, kwargs):
     from .api import gaussian_blur
 
-    return gaussian_blur(block, sigma, **kwargs)
+    return gaussian_blur(block, sigma, mask=mask[0] if mask else None, **kwargs)
 
 
-def _map_block(block, *sigma_blocks, kwargs, pads):
-    """Blur one chunk with its part of the map; the padding is the array's largest
-    radius on every chunk, so equal chunk shapes give equal compiled programs."""
+def _map_block(block, *blocks, kwargs, pads, masked):
+    """Blur one chunk with its parts of the mask (first, when ``masked``) and the map;
+    the padding is the array's largest radius on every chunk, so equal chunk shapes
+    give equal compiled programs."""
+    mask, sigma_blocks = (blocks[0], blocks[1:]) if masked else (None, blocks)
     sigma = sigma_blocks[0] if len(sigma_blocks) == 1 else np.stack(sigma_blocks, axis=-1)
-    spec = BlurSpec.from_args(block, sigma, **kwargs)
+    spec = BlurSpec.from_args(block, sigma, mask=mask, **kwargs)
     if spec.image.size == 0:
         return np.empty(spec.shape, dtype=spec.precision)
     return backends.blur(spec, pad_floor=pads)
