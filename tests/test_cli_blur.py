@@ -308,3 +308,108 @@ def test_tolerance_blurs_a_sigma_map_within_its_bound(tmp_path, rng):
     expected = gaussian_blur(data, ramp.astype(np.float32), backend="numba", precision="float64")
     assert np.abs(out - expected).max() <= 1e-3 * np.ptp(data) + 1e-5
     assert np.abs(out - expected).max() > 1e-6  # the levels ran (not the exact gather)
+
+
+def masked_files(tmp_path, rng):
+    """A small stack with NaNs, and a label image of its blurred axes (0 = background)."""
+    image = (rng.random((2, 20, 24)) * 100).astype(np.float32)
+    image[0, 5, 6] = image[1, 12, 3] = np.nan
+    labels = rng.integers(0, 4, (20, 24)).astype(np.uint8)  # non-zero marks a pixel
+    np.save(tmp_path / "in.npy", image)
+    tifffile.imwrite(tmp_path / "mask.tif", labels)
+    return image, labels
+
+
+def test_mask_and_nan_policy_equal_the_library_call(tmp_path, rng):
+    image, labels = masked_files(tmp_path, rng)
+    args = [tmp_path / "in.npy", tmp_path / "out.npy", "--sigma", "1.5", "--axes", "1", "2"]
+    varblur(*args, "--mask", tmp_path / "mask.tif", "--nan-policy", "omit", "--mode", "reflect")
+    expected = gaussian_blur(
+        image, 1.5, axes=(1, 2), mode="reflect", mask=(labels != 0)[None], nan_policy="omit"
+    )
+    out = np.load(tmp_path / "out.npy")
+    assert np.isfinite(out).all()  # the NaNs were left out and filled
+    assert_close(out, expected, "float32", np.nan_to_num(image))
+
+
+@pytest.mark.parametrize(
+    ("extra", "valid", "policy"),
+    [([], True, "propagate"), (["--invert-mask"], False, "omit")],
+    ids=["valid-propagate", "invalid-omit"],
+)
+def test_mask_file_of_the_image_shape_in_process(tmp_path, rng, capsys, extra, valid, policy):
+    from napari_varblur import cli
+
+    image, labels = masked_files(tmp_path, rng)
+    full = np.broadcast_to(labels, image.shape)
+    np.save(tmp_path / "mask.npy", full)
+    args = ["blur", str(tmp_path / "in.npy"), str(tmp_path / "out.npy"), "--sigma", "1", "2"]
+    args += ["--axes", "1", "2", "--mask", str(tmp_path / "mask.npy"), "--nan-policy", policy]
+    assert cli.main(args + extra) == 0, capsys.readouterr().err
+    mask = (full != 0) if valid else (full == 0)
+    expected = gaussian_blur(image, (1.0, 2.0), axes=(1, 2), mask=mask, nan_policy=policy)
+    assert_close(np.load(tmp_path / "out.npy"), expected, "float32", np.nan_to_num(image))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--mask", "missing.npy"], "--mask: 'missing.npy' does not exist"),
+        (["--mask", "bad.tif"], "--mask: 'bad.tif': could not read it as tif"),
+        (
+            ["--mask", "small.npy"],
+            "--mask: shape (7, 7) fits neither the image's shape (2, 20, 24)",
+        ),
+        (["--mask", "nan.npy", "--axes", "1", "2"], "--mask: 'nan.npy' holds NaN"),
+        (["--invert-mask"], "--invert-mask: needs --mask FILE"),
+        (
+            ["--nan-policy", "raise"],
+            "image: nan_policy='raise' and the image has non-finite (NaN or inf) values",
+        ),
+        (
+            ["--mask", "mask.tif", "--nan-policy", "raise", "--axes", "1", "2"],
+            "image: nan_policy='raise' and the image has non-finite",
+        ),
+    ],
+)
+def test_mask_errors_name_the_option(tmp_path, rng, capsys, args, message):
+    from napari_varblur import cli
+
+    masked_files(tmp_path, rng)
+    np.save(tmp_path / "small.npy", np.ones((7, 7), np.uint8))
+    np.save(tmp_path / "nan.npy", np.full((20, 24), np.nan))
+    (tmp_path / "bad.tif").write_bytes(b"not a tiff at all")
+    os.chdir(tmp_path)
+    assert cli.main(["blur", "in.npy", "out.npy", "--sigma", "1", *args]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("varblur blur: error: ")
+    assert message in lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "bad.tif", "in.npy", "mask.tif", "nan.npy", "small.npy"
+    ]  # fmt: skip
+
+
+def test_nan_policy_raise_exits_nonzero_with_the_library_message(tmp_path, rng):
+    image, _ = masked_files(tmp_path, rng)
+    out = varblur(
+        tmp_path / "in.npy", tmp_path / "out.npy", "--sigma", "1", "--nan-policy", "raise",
+        check_ok=False,
+    )  # fmt: skip
+    with pytest.raises(ValueError) as info:
+        gaussian_blur(image, 1.0, nan_policy="raise")
+    assert out.returncode == 1
+    assert out.stderr.strip() == f"varblur blur: error: {info.value}"
+    assert not (tmp_path / "out.npy").exists()
+    bad = varblur(tmp_path / "in.npy", tmp_path / "out.npy", "--sigma", "1", "--nan-policy",
+                  "skip", check_ok=False)  # fmt: skip
+    assert bad.returncode == 2 and "--nan-policy: invalid choice: 'skip'" in bad.stderr
+
+
+def test_blur_help_lists_the_mask_options(capsys):
+    from napari_varblur import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["blur", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--mask FILE" in text and "non-zero marks a valid pixel" in text
+    assert "--invert-mask" in text and "--nan-policy {propagate,omit,raise}" in text

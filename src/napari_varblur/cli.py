@@ -13,6 +13,7 @@ from . import backends
 from .api import gaussian_blur
 from .sample import fluorescence_sample
 from .spec import (
+    NAN_POLICIES,
     map_for_axes,
     normalize_axes,
     normalize_global_sigma,
@@ -141,6 +142,25 @@ def _add_blur_parser(sub) -> None:
         "--sigma-map",
         help="per-pixel sigma image: the input's shape, or the blurred axes' in --axes order",
     )
+    p.add_argument(
+        "--mask",
+        metavar="FILE",
+        help="blur over valid pixels only (a normalised convolution; the others are filled "
+        "from their valid neighbours): an image file in any INPUT format, of the input's "
+        "shape or the blurred axes' in --axes order; non-zero marks a valid pixel",
+    )
+    p.add_argument(
+        "--invert-mask",
+        action="store_true",
+        help="--mask marks the invalid pixels instead (non-zero = leave out)",
+    )
+    p.add_argument(
+        "--nan-policy",
+        choices=NAN_POLICIES,
+        default="propagate",
+        help="NaN and inf in the input: propagate (default; spread over their windows), "
+        "omit (left out like masked pixels) or raise (refuse them)",
+    )
     p.add_argument("--mode", default="crop", help="edge mode (default crop)")
     p.add_argument("--cval", type=float, default=0.0, help="value outside in constant mode")
     p.add_argument("--truncate", type=float, default=3.0, help="radius = ceil(truncate*sigma)")
@@ -210,6 +230,8 @@ def _blur_files(args) -> int:
         backend=args.backend,
         precision=args.precision,
         tolerance=_tolerance_argument(args.tolerance),
+        mask=_mask_argument(args, tuple(image.shape), axes),
+        nan_policy=args.nan_policy,
     )
     if args.dtype == "same":
         result = _to_dtype(result, image.dtype)
@@ -233,7 +255,7 @@ def _sigma_argument(args, shape: tuple[int, ...], scale, axes: tuple[int, ...]):
     A map of the blurred axes' shape is in the order of ``--axes`` (``--axes 2 1`` takes
     a map of shape ``(n2, n1)``); the library's adapter helpers place it in the image.
     """
-    from .io import ImageFileError, read_image
+    from .io import ImageFileError
 
     given = args.sigma[0] if len(args.sigma) == 1 else args.sigma
     sigma = np.asarray(normalize_global_sigma(given, len(axes)))
@@ -243,8 +265,39 @@ def _sigma_argument(args, shape: tuple[int, ...], scale, axes: tuple[int, ...]):
         sigma = sigma / np.asarray([scale[a] for a in axes])
     if not args.sigma_map:
         return tuple(float(v) for v in sigma)
-    values, _ = read_image(args.sigma_map)
+    values = _read_named(args.sigma_map, "--sigma-map")
     return scale_map(map_for_axes(values, shape, axes, name="--sigma-map"), sigma)
+
+
+def _mask_argument(args, shape: tuple[int, ...], axes: tuple[int, ...]):
+    """``--mask`` as the library's mask (True = valid), or None: non-zero values are
+    marked (valid, or invalid with ``--invert-mask``); of the input's shape or the
+    blurred axes' (in ``--axes`` order), as for ``--sigma-map``.  Stays lazy."""
+    if not args.mask:
+        if args.invert_mask:
+            raise ValueError("--invert-mask: needs --mask FILE")
+        return None
+    values = _read_named(args.mask, "--mask")
+    if values.dtype.kind not in "biuf":
+        raise TypeError(f"--mask: dtype {values.dtype} is not supported; use 0 and non-zero")
+    values = map_for_axes(values, shape, axes, name="--mask")
+    if values.dtype.kind == "f" and bool(np.isnan(values).any()):  # reads the mask once
+        raise ValueError(
+            f"--mask: {args.mask!r} holds NaN; mark pixels with 0 and non-zero values only"
+        )
+    marked = values != 0
+    return ~marked if args.invert_mask else marked
+
+
+def _read_named(path: str, option: str):
+    """Read the file an option names; a problem with it names the option."""
+    from .io import ImageFileError, read_image
+
+    try:
+        values, _ = read_image(path)
+    except ImageFileError as err:
+        raise ImageFileError(f"{option}: {err}") from err
+    return values
 
 
 def _to_dtype(result, dtype: np.dtype):
