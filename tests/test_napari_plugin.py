@@ -7,7 +7,7 @@ import pytest
 
 napari = pytest.importorskip("napari")
 
-from napari.layers import Image, Labels  # noqa: E402
+from napari.layers import Image, Labels, Points  # noqa: E402
 from qtpy.QtCore import QTimer  # noqa: E402
 
 from napari_varblur import blur_layer, gaussian_blur  # noqa: E402
@@ -148,6 +148,8 @@ def test_accuracy_choice_runs_the_tolerance_mode(viewer, qtbot):
         ({"sigma": "-1"}, "sigma: must be a finite number >= 0, got -1.0"),
         ({"sigma": "two"}, "sigma: could not read 'two'"),
         ({"map_shape": (7, 7)}, "sigma_map 'bad map': shape (7, 7) fits neither"),
+        ({"mask_shape": (7, 7)}, "mask 'bad mask': shape (7, 7) fits neither"),
+        ({"mask_shape": (40, 50, 2)}, "mask 'bad mask': shape (40, 50, 2) fits neither"),
         ({"axes": "3d"}, "axes: '3-D volume (Z, Y, X)' needs 3 spatial axes"),
     ],
 )
@@ -157,6 +159,8 @@ def test_bad_choice_notifies_and_changes_nothing(viewer, qtbot, setup, message):
     widget.image.value = layer
     if "map_shape" in setup:
         widget.sigma_map.value = viewer.add_image(np.ones(setup["map_shape"]), name="bad map")
+    if "mask_shape" in setup:
+        widget.mask.value = viewer.add_labels(np.ones(setup["mask_shape"], int), name="bad mask")
     widget.sigma.value = setup.get("sigma", "1")
     widget.axes.value = setup.get("axes", "2d")
     before = [(lyr.name, lyr.data.copy()) for lyr in viewer.layers]
@@ -166,6 +170,113 @@ def test_bad_choice_notifies_and_changes_nothing(viewer, qtbot, setup, message):
     assert [(lyr.name) for lyr in viewer.layers] == [name for name, _ in before]
     for (_, data), lyr in zip(before, viewer.layers):
         np.testing.assert_array_equal(lyr.data, data)
+
+
+def masked_stack(viewer):
+    """A small stack with NaNs and a Labels layer of its (Y, X) planes."""
+    rng = np.random.default_rng(11)
+    stack = (rng.random((2, 20, 24)) * 100).astype(np.float32)
+    stack[0, 5, 6] = stack[1, 12, 3] = np.nan
+    labels = rng.integers(0, 4, (20, 24))  # label values: non-zero is marked
+    return viewer.add_image(stack, name="stack"), viewer.add_labels(labels, name="labels")
+
+
+@pytest.mark.parametrize(
+    ("marks", "policy"),
+    [("valid", "omit"), ("invalid", "propagate"), ("invalid", "omit")],
+)
+def test_blur_widget_with_a_labels_mask_equals_the_library(viewer, qtbot, marks, policy):
+    layer, labels = masked_stack(viewer)
+    before = [(lyr.name, lyr.data.copy()) for lyr in viewer.layers]
+    widget = dock(viewer, "Gaussian blur")
+    widget.image.value = layer
+    assert widget.mask.value is None  # no mask unless chosen
+    assert widget.nan_policy.value == "propagate" and widget.mask_marks.value == "valid"
+    widget.mask.value = labels
+    widget.mask_marks.value = marks
+    widget.nan_policy.value = policy
+    widget.sigma.value = "1.5"
+    widget.backend.value = "numba"
+    click_and_wait(qtbot, widget)
+    assert widget.status.value.startswith("done"), widget.status.value
+
+    assert len(viewer.layers) == 3
+    result = viewer.layers[-1]
+    marked = labels.data != 0
+    expected = gaussian_blur(
+        layer.data, 1.5, axes=(1, 2), mask=marked if marks == "valid" else ~marked,
+        nan_policy=policy, backend="numba",
+    )  # fmt: skip
+    np.testing.assert_array_equal(result.data, expected)  # NaN where the library has NaN
+    # The input layers are unchanged, the result is a new layer.
+    for (name, data), lyr in zip(before, viewer.layers):
+        assert lyr.name == name
+        np.testing.assert_array_equal(lyr.data, data)
+    meta = result.metadata[METADATA_KEY]
+    assert meta["parameters"]["mask"] == "labels"
+    assert meta["parameters"]["mask_marks"] == marks and meta["parameters"]["nan_policy"] == policy
+    call = meta["python"]
+    assert f"mask=viewer.layers['labels'], mask_marks={marks!r}, nan_policy={policy!r}" in call
+    # The recorded Python call reproduces the result.
+    namespace = {"viewer": viewer}
+    exec("out = " + call.split("\n")[1].replace("viewer=viewer)", "viewer=None)"),
+         {"blur_layer": blur_layer}, namespace)  # fmt: skip
+    np.testing.assert_array_equal(namespace["out"].data, result.data)
+
+
+def test_nan_policy_raise_in_the_widget_shows_the_library_error(viewer, qtbot):
+    layer, _ = masked_stack(viewer)
+    widget = dock(viewer, "Gaussian blur")
+    widget.image.value = layer
+    widget.nan_policy.value = "raise"
+    widget.backend.value = "numba"
+    click_and_wait(qtbot, widget)
+    assert "error: image: nan_policy='raise' and the image has non-finite" in widget.status.value
+    assert len(viewer.layers) == 2
+
+
+def test_blur_layer_mask_arrays_and_refusals():
+    rng = np.random.default_rng(12)
+    image = rng.random((16, 18))
+    valid = rng.random((16, 18)) > 0.3
+    layer = Image(image, name="img")
+    out = blur_layer(layer, 1.0, mask=valid.astype(np.uint8) * 7, backend="numba",
+                     precision="float64")  # fmt: skip
+    expected = gaussian_blur(image, 1.0, mask=valid, backend="numba", precision="float64")
+    np.testing.assert_array_equal(out.data, expected)
+    out = blur_layer(layer, 1.0, mask=Image(valid.astype(np.float32), name="m"),
+                     mask_marks="invalid", backend="numba", precision="float64")  # fmt: skip
+    expected = gaussian_blur(image, 1.0, mask=~valid, backend="numba", precision="float64")
+    np.testing.assert_array_equal(out.data, expected)
+    points = Points([[1, 1]], name="pts")
+    with pytest.raises(TypeError, match="mask: 'pts' is a Points layer; a mask is a Labels"):
+        blur_layer(layer, 1.0, mask=points)
+    with pytest.raises(ValueError, match="mask_marks: unknown choice 'both'"):
+        blur_layer(layer, 1.0, mask=valid, mask_marks="both")
+    with pytest.raises(ValueError, match="nan_policy: unknown policy 'skip'"):
+        blur_layer(layer, 1.0, nan_policy="skip")
+    holes = valid.astype(np.float64)
+    holes[3, 4] = np.nan
+    with pytest.raises(ValueError, match="mask 'holes': holds NaN"):
+        blur_layer(layer, 1.0, mask=Image(holes, name="holes"))
+    with pytest.raises(ValueError, match=r"mask: shape \(18,\) fits neither"):
+        blur_layer(layer, 1.0, mask=valid[0])
+
+
+def test_big_numpy_layer_with_a_mask_is_blurred_lazily(monkeypatch):
+    # A lazy result takes the dask path: the mask must reach it.
+    from napari_varblur.gui import layers as gui_layers
+
+    monkeypatch.setattr(gui_layers, "LAZY_BYTES", 1000)  # "big" for this test
+    rng = np.random.default_rng(13)
+    stack = rng.random((3, 20, 30))
+    labels = Labels(rng.integers(0, 3, (20, 30)), name="labels")
+    out = blur_layer(Image(stack, name="stack"), 1.0, mask=labels, nan_policy="omit",
+                     backend="numba", precision="float64")  # fmt: skip
+    assert is_dask_array(out.data)
+    expected = gaussian_blur(stack, 1.0, axes=(1, 2), mask=labels.data != 0, backend="numba",
+                             precision="float64")  # fmt: skip
+    np.testing.assert_allclose(out.data.compute(), expected, rtol=0, atol=1e-12)
 
 
 def test_labels_and_multiscale_layers_are_refused():

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from napari.layers import Image, Layer
+from napari.layers import Image, Labels, Layer
 
 from .. import __version__, backends
 from ..api import gaussian_blur
@@ -39,6 +39,8 @@ METADATA_KEY = "napari_varblur"
 #: NumPy layers bigger than this get a lazy result (one dask chunk per plane).
 LAZY_BYTES = 512 * 2**20
 DIFFERENCE_COLORMAP = "PiYG"
+#: What a mask's non-zero pixels mark: the pixels to use, or the pixels to leave out.
+MASK_MARKS = {"valid": "valid pixels", "invalid": "invalid pixels"}
 
 
 @dataclass(frozen=True)
@@ -55,8 +57,10 @@ class LayerBlur:
     axes: tuple[int, ...]
     options: dict[str, Any]
     settings: dict[str, Any] = field(default_factory=dict)
-    #: The lazy result (a dask graph) when the input or the map is a dask array.
+    #: The lazy result (a dask graph) when the input, the map or the mask is a dask array.
     graph: Any = None
+    #: The library's ``mask`` (True = valid, broadcasting to the image), or None.
+    mask: Any = None
 
     @classmethod
     def from_layer(
@@ -73,6 +77,9 @@ class LayerBlur:
         backend: str = "auto",
         precision: str = "float32",
         tolerance: float | None = None,
+        mask: Layer | np.ndarray | None = None,
+        mask_marks: str = "valid",
+        nan_policy: str = "propagate",
         level: int | None = None,
     ) -> LayerBlur:
         image = _layer_data(layer, "layer", level)
@@ -91,6 +98,7 @@ class LayerBlur:
             where = f"sigma_map {map_name!r}" if is_layer else "sigma_map"  # names it in errors
             values = map_for_axes(_map_values(sigma_map, level), image.shape, blurred, where)
             sigma_arg = scale_map(values, factor)
+        mask_name, valid = _valid_pixels(mask, mask_marks, image.shape, blurred, level)
         options = dict(
             mode=mode,
             cval=cval,
@@ -98,17 +106,19 @@ class LayerBlur:
             backend=backend,
             precision=precision,
             tolerance=tolerance,
+            nan_policy=nan_policy,
         )
         # Validate now, on the caller's thread, so a bad choice fails before any work.
         # (A lazy result is only a graph: building it checks everything, dask maps too.)
         graph = None
-        if is_dask_array(image) or is_dask_array(sigma_arg):
-            graph = gaussian_blur(_lazy(image), sigma_arg, axes=blurred, **options)
+        if any(is_dask_array(a) for a in (image, sigma_arg, valid)):
+            graph = gaussian_blur(_lazy(image), sigma_arg, axes=blurred, mask=valid, **options)
         else:
             BlurSpec.from_args(
                 np.broadcast_to(np.zeros((), np.float32), image.shape),
                 sigma_arg,
                 axes=blurred,
+                mask=valid,
                 **options,
             )
         settings = dict(
@@ -116,9 +126,11 @@ class LayerBlur:
             sigma_map=map_name,
             world_units=world_units,
             axes=list(blurred),
+            mask=mask_name,
+            mask_marks=mask_marks,
             **options,
         )
-        return cls(layer, image, sigma_arg, blurred, options, settings, graph)
+        return cls(layer, image, sigma_arg, blurred, options, settings, graph, valid)
 
     @property
     def lazy(self) -> bool:
@@ -153,11 +165,13 @@ class LayerBlur:
         resolved = backends.resolve(self.options["backend"])
         options = dict(self.options, backend=resolved)
         for done, index in enumerate(chunks, start=1):
-            sigma = self.sigma
+            sigma, mask = self.sigma, self.mask
             if isinstance(sigma, np.ndarray) and index:
                 sigma = _take_batch(sigma, index)
+            if mask is not None and index:
+                mask = _take_batch(mask, index)
             axes = _axes_after(self.axes, index)
-            out[index] = gaussian_blur(self.image[index], sigma, axes=axes, **options)
+            out[index] = gaussian_blur(self.image[index], sigma, axes=axes, mask=mask, **options)
             yield done
         elapsed = time.perf_counter() - start
         return BlurResult(self, out, resolved, backends.load(resolved).device_name(), elapsed)
@@ -174,13 +188,15 @@ class LayerBlur:
     def python_call(self) -> str:
         s = self.settings
         sigma_map = f"viewer.layers[{s['sigma_map']!r}]" if s["sigma_map"] else "None"
+        mask = f"viewer.layers[{s['mask']!r}]" if s["mask"] else "None"
         return (
             f"from napari_varblur import blur_layer\n"
             f"blur_layer(viewer.layers[{self.layer.name!r}], sigma={s['sigma']!r}, "
             f"sigma_map={sigma_map}, world_units={s['world_units']!r}, axes={tuple(s['axes'])!r}, "
             f"mode={s['mode']!r}, cval={s['cval']!r}, truncate={s['truncate']!r}, "
             f"backend={s['backend']!r}, precision={s['precision']!r}, "
-            f"tolerance={s['tolerance']!r}, viewer=viewer)"
+            f"tolerance={s['tolerance']!r}, mask={mask}, mask_marks={s['mask_marks']!r}, "
+            f"nan_policy={s['nan_policy']!r}, viewer=viewer)"
         )
 
 
@@ -233,6 +249,9 @@ def blur_layer(
     backend: str = "auto",
     precision: str = "float32",
     tolerance: float | None = None,
+    mask: Layer | np.ndarray | None = None,
+    mask_marks: str = "valid",
+    nan_policy: str = "propagate",
     difference: bool = False,
     level: int | None = None,
 ) -> Image:
@@ -256,8 +275,15 @@ def blur_layer(
     axes
         ``"2d"`` (per plane, the last two axes), ``"3d"`` (the last three), ``"all"``,
         or explicit axis indices.
-    mode, cval, truncate, backend, precision, tolerance
+    mode, cval, truncate, backend, precision, tolerance, nan_policy
         As in :func:`napari_varblur.gaussian_blur`.
+    mask
+        Optional Labels or Image layer (or array) of the image's shape or of the shape of
+        its blurred axes; its non-zero pixels are marked.  The blur then averages over
+        the valid pixels only (a normalised convolution; see ``gaussian_blur``).
+    mask_marks
+        ``"valid"`` (default): the marked pixels are the ones to use; ``"invalid"``: the
+        marked pixels are left out (and filled from their valid neighbours).
     difference
         Also add a difference layer (input minus result) to ``viewer``.
     level
@@ -282,6 +308,9 @@ def blur_layer(
         backend=backend,
         precision=precision,
         tolerance=tolerance,
+        mask=mask,
+        mask_marks=mask_marks,
+        nan_policy=nan_policy,
         level=level,
     )
     result = request.compute()
@@ -468,6 +497,54 @@ def _map_values(sigma_map: Layer | np.ndarray, level: int | None):
     if isinstance(sigma_map, Layer):
         return _layer_data(sigma_map, "sigma_map", level if sigma_map.multiscale else None)
     return _array(sigma_map)
+
+
+def _valid_pixels(
+    mask: Layer | np.ndarray | None,
+    marks: str,
+    shape: tuple[int, ...],
+    axes: tuple[int, ...],
+    level: int | None,
+) -> tuple[str | None, Any]:
+    """The mask's name (a layer's, or ``"array"``) and the library's ``mask``: True
+    where a pixel is valid, broadcasting to the image (non-zero values are marked).
+
+    Never modifies the mask's data: the result is a new boolean array (lazy for dask).
+    """
+    if marks not in MASK_MARKS:
+        raise ValueError(
+            f"mask_marks: unknown choice {marks!r}; valid choices are "
+            + ", ".join(repr(m) for m in MASK_MARKS)
+        )
+    if mask is None:
+        return None, None
+    if isinstance(mask, Layer):
+        if not isinstance(mask, (Labels, Image)):
+            raise TypeError(
+                f"mask: {mask.name!r} is a {type(mask).__name__} layer; a mask is a Labels "
+                "or Image layer"
+            )
+        name, where = mask.name, f"mask {mask.name!r}"
+        values = _array(_level_of(mask, where, level))
+    else:
+        name, where = "array", "mask"
+        values = _array(mask)
+    if values.dtype.kind not in "biuf":
+        raise TypeError(f"{where}: dtype {values.dtype} is not supported; use 0 and non-zero")
+    values = map_for_axes(values, shape, axes, where)
+    if values.dtype.kind == "f" and bool(np.isnan(values).any()):  # computes a dask mask's
+        raise ValueError(f"{where}: holds NaN; mark pixels with 0 and non-zero values only")
+    marked = values != 0
+    return name, (marked if marks == "valid" else ~marked)
+
+
+def _level_of(layer: Layer, where: str, level: int | None):
+    """A layer's data, at ``level`` when it is multiscale."""
+    if not layer.multiscale:
+        return layer.data
+    if level is None or not 0 <= level < len(layer.data):
+        raise ValueError(f"{where}: is multiscale; blur a multiscale image at one of its levels")
+    return layer.data[level]
 
 
 def _take_batch(values: np.ndarray, index: tuple) -> np.ndarray:

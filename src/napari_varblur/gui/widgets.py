@@ -20,13 +20,14 @@ from magicgui.widgets import (
     PushButton,
     create_widget,
 )
-from napari.layers import Image
+from napari.layers import Image, Labels
 from napari.qt.threading import thread_worker
 from napari.utils.notifications import show_error, show_info
 
 from .. import backends
 from ..boundary import MODE_ALIASES, MODE_NAMES
-from .layers import AXES_CHOICES, LayerBlur, difference_stats, publish
+from ..spec import NAN_POLICIES
+from .layers import AXES_CHOICES, MASK_MARKS, LayerBlur, difference_stats, publish
 
 if TYPE_CHECKING:
     import napari
@@ -72,6 +73,23 @@ class _BlurForm(Container):
         self._worker = None
         self.image = create_widget(annotation=Image, label="image")
         self.sigma_map = create_widget(annotation=Image | None, label="sigma map")
+        # Labels or Image layers (magicgui has no widget for a union of layer types).
+        self.mask = ComboBox(
+            choices=self._mask_layers, nullable=True, value=None, label="mask",
+            tooltip="optional Labels or Image layer of the image's shape (or of the blurred "
+            "axes'); its non-zero pixels are marked",
+        )  # fmt: skip
+        self.mask_marks = ComboBox(
+            choices=[(label, key) for key, label in MASK_MARKS.items()], value="valid",
+            label="mask marks",
+            tooltip="valid: blur over the marked pixels only; invalid: leave the marked "
+            "pixels out (they are filled from their valid neighbours)",
+        )  # fmt: skip
+        self.nan_policy = ComboBox(
+            choices=list(NAN_POLICIES), value="propagate", label="NaN policy",
+            tooltip="propagate: NaN and inf spread over their windows; omit: left out like "
+            "masked pixels; raise: refuse an image with NaN or inf in valid pixels",
+        )  # fmt: skip
         self.sigma = LineEdit(value="2.0", label="sigma (× map)")
         self.world_units = CheckBox(value=False, text="sigma in world units")
         self.axes = ComboBox(
@@ -100,6 +118,9 @@ class _BlurForm(Container):
                 self.sigma,
                 self.world_units,
                 self.axes,
+                self.mask,
+                self.mask_marks,
+                self.nan_policy,
                 *extra,
                 self.mode,
                 self.cval,
@@ -113,6 +134,11 @@ class _BlurForm(Container):
         )
         self.run_button.changed.connect(self.run)
         self.cancel_button.changed.connect(self.cancel)
+
+    def _mask_layers(self, _widget=None) -> list[tuple[str, Any]]:
+        """The viewer's Labels and Image layers, as the mask's choices."""
+        layers = self._viewer.layers if self._viewer is not None else []
+        return [(lyr.name, lyr) for lyr in layers if isinstance(lyr, (Labels, Image))]
 
     # -- helpers for subclasses
     def request(self, backend: str) -> LayerBlur:
@@ -128,6 +154,9 @@ class _BlurForm(Container):
             backend=backend,
             precision=self.precision.value,
             tolerance=ACCURACY[self.accuracy.value],
+            mask=self.mask.value,
+            mask_marks=self.mask_marks.value,
+            nan_policy=self.nan_policy.value,
         )
 
     def fail(self, message: str) -> None:
