@@ -62,7 +62,7 @@ def blur(spec, pad_floor: tuple[int, ...] | None = None):
         from .. import masked
 
         # A level plan belongs to the full shape; the gather takes any batch shape.
-        fused = getattr(module, "masked_global", None) if spec.sigma is not None else None
+        fused = getattr(module, "masked", None) if plan is None else None
         return masked.blur(spec, run, share_batch=plan is None, fused=fused)
     return run(spec)
 

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from dataclasses import replace
 
 import numba
 import numpy as np
 from numba import njit, prange
 
+from ..masked import numerator
 from ..plan import (
     AxisPass,
     MapAxis,
@@ -135,11 +137,18 @@ def _fused_last_two(x: np.ndarray, p0: AxisPass, p1: AxisPass) -> np.ndarray:
     return out.reshape(x.shape)
 
 
-def masked_global(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None:
-    """A masked global blur whose passes are the fused last two axes: both sums and
-    their ratio in one sweep (``_fused_masked_kernel``), or ``None`` for the generic
-    path (:mod:`napari_varblur.masked`).  ``valid`` has the image's ndim and broadcasts
-    to it; ``counts``: whether constant-mode taps outside the image are valid."""
+def masked(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None:
+    """A masked blur in one sweep: both sums of the normalised convolution and their
+    ratio, or ``None`` where this backend has no such kernel (the generic path of
+    :mod:`napari_varblur.masked` runs two blurs).  ``valid`` has the image's ndim and
+    broadcasts to it; ``counts``: whether constant-mode taps outside the image count."""
+    if spec.sigma is not None:
+        return _masked_global(spec, valid, counts)
+    return _masked_map(spec, valid, counts)
+
+
+def _masked_global(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None:
+    """Global passes that are the fused last two axes (``_fused_masked_kernel``)."""
     passes = global_plan(spec)
     last = spec.image.ndim - 1
     if [p.axis for p in passes] != [last - 1, last] or passes[0].taps > _FUSED_TAPS:
@@ -162,6 +171,25 @@ def masked_global(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray
     with _parallel_section():
         _fused_masked_kernel(lines, flags, out, *args, block)
     return out.reshape(spec.shape)
+
+
+def _masked_map(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None:
+    """A sigma map's gather summing the valid values and the valid weights at once,
+    when every value it reads is finite (else the generic path keeps NaN in place)."""
+    if len(spec.axes) > 3:
+        return None
+    dtype = np.dtype(spec.precision)
+    values = replace(spec, image=numerator(spec.image, valid, dtype),
+                     cval=spec.cval if counts else 0.0)  # fmt: skip
+    plan = map_plan(values)
+    work = working_layout(values.image, spec.axes)
+    padded = _padded(work, plan)
+    if not np.isfinite(padded).all():
+        return None
+    # The validity, extended like the image (fill taps: 1 where they count, crop's 0).
+    flags = working_layout(np.broadcast_to(valid, spec.shape).view(np.uint8), spec.axes)
+    weights = map_plan(replace(spec, cval=float(counts)))
+    return _varying_blur(values.image, spec, plan, padded, _padded(flags, weights))
 
 
 # Only reassociation and FMA contraction are allowed to the compiler (so sums
@@ -309,12 +337,15 @@ def _fused_masked_kernel(
 # ------------------------------------------------------------------- sigma maps
 
 
-def _varying_blur(x: np.ndarray, spec: BlurSpec, plan: list[MapAxis]) -> np.ndarray:
+def _varying_blur(x, spec, plan, padded=None, flags=None) -> np.ndarray:
+    """The exact gather of ``x`` (already extended as ``padded`` when given).  With
+    ``flags`` (the extended validity, uint8, 1-3 blurred axes) it divides by the sum
+    of the valid weights instead of all of them: a normalised convolution."""
     work = working_layout(x, spec.axes)
-    padded = _padded(work, plan)
+    padded = _padded(work, plan) if padded is None else padded
     # One pass over the padded image: tiles need a per-tile check only if it holds
     # NaN or inf anywhere (the image, or a non-finite cval in the extension).
-    finite = bool(np.isfinite(padded).all())
+    finite = flags is not None or bool(np.isfinite(padded).all())
     out = np.empty(work.shape, dtype=x.dtype)
     if len(plan) > 3:
         _generic_varying(padded, work.shape, x, spec, plan, out)
@@ -324,6 +355,7 @@ def _varying_blur(x: np.ndarray, spec: BlurSpec, plan: list[MapAxis]) -> np.ndar
     missing = 3 - len(plan)
     lead = work.shape[:1] + (1,) * missing
     padded = padded.reshape(lead + padded.shape[1:])
+    flags = _NO_FLAGS if flags is None else flags.reshape(padded.shape)
     target = out.reshape(lead + work.shape[1:])
     # An isotropic map is converted once and serves every axis.
     compact = [_compact_map(m.sigma, spec.shape, spec.axes, missing)
@@ -347,12 +379,28 @@ def _varying_blur(x: np.ndarray, spec: BlurSpec, plan: list[MapAxis]) -> np.ndar
             np.hstack([np.stack([flags for _, flags in maps]), np.array(is32, np.int64)]),
             spec.truncate,
             finite,
+            flags,
+            *_holes(flags),
             target,
         )
     return from_working_layout(out, x.shape, spec.axes)
 
 
 _ZERO_MAP = np.zeros((1, 1, 1, 1), np.float64)
+_NO_FLAGS = np.zeros((0, 0, 0, 0), np.uint8)
+
+
+def _holes(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The invalid positions of every row of the padded validity, as (row starts,
+    positions): row r's are ``positions[starts[r] : starts[r + 1]]``, ascending."""
+    if flags.size == 0:
+        return np.zeros(1, np.int64), np.zeros(0, np.int64)
+    rows, positions = np.nonzero(flags.reshape(-1, flags.shape[-1]) == 0)
+    counts = np.bincount(rows, minlength=flags.size // flags.shape[-1])
+    starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    return starts, positions.astype(np.int64)
+
+
 _ZERO_MAP32 = np.zeros((1, 1, 1, 1), np.float32)
 
 
@@ -550,6 +598,89 @@ def _tile_sum(xp, b, i, j, m0, width, pads, bigs, w0, w1, w2, acc, mid, part):  
         _axpy(acc, w0[p0 + d0], mid, 0, width)
 
 
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def _valid_row(part_d, row_weight, w2, p2, big, flags, holes, start, width):  # pragma: no cover
+    """part_d[v] = each lane's sum of w2 over the valid taps of one window row: the
+    positions ``start .. start + width + 2 big - 1`` of ``flags``, whose invalid
+    positions (ascending) are ``holes``.  Few holes are subtracted from the full
+    weight (each from the 2 big + 1 lanes that reach it); more are summed against the
+    flags (2 big + 1 axpys).  Returns False when no tap is valid."""
+    span = width + 2 * big
+    first = np.searchsorted(holes, start)
+    count = np.searchsorted(holes, start + span) - first
+    if count == span:
+        return False
+    if count > 2 * big + 1:
+        part_d[:width] = 0
+        for d in range(-big, big + 1):
+            row = w2[p2 + d]
+            for v in range(width):
+                part_d[v] += row[v] * flags[start + big + d + v]
+        return True
+    part_d[:width] = row_weight[:width]
+    for q in range(first, first + count):  # lane v reads position c at offset c - big - v
+        c = holes[q] - start
+        for v in range(max(0, c - 2 * big), min(width, c + 1)):
+            part_d[v] -= w2[p2 + c - big - v, v]
+    return True
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def _tile_sum_valid(
+    xp,
+    valid,
+    rows,
+    holes,
+    b,
+    i,
+    j,
+    m0,
+    width,
+    pads,
+    bigs,
+    w0,
+    w1,
+    w2,
+    acc,
+    den,
+    mid,
+    part,
+    sums,
+):  # pragma: no cover
+    """``_tile_sum`` of a normalised convolution: acc[v] sums w0 w1 w2 x (the values
+    are 0 where invalid) and den[v] the same weights over the valid taps only.  A row
+    with few invalid taps (``holes[rows[r] : rows[r + 1]]`` for padded row r) costs
+    two binary searches and one subtraction per hole on top of the plain sum."""
+    p0, p1, p2 = pads[0], pads[1], pads[2]
+    big = bigs[2]
+    row_weight, mid_d, part_d = sums[0], sums[1], sums[2]
+    row_weight[:width] = 0
+    for d2 in range(-big, big + 1):
+        for v in range(width):
+            row_weight[v] += w2[p2 + d2, v]
+    acc[:width] = 0
+    den[:width] = 0
+    n0, n1 = xp.shape[1], xp.shape[2]
+    for d0 in range(-bigs[0], bigs[0] + 1):
+        plane, flag_plane = xp[b, i + p0 + d0], valid[b, i + p0 + d0]
+        mid[:width] = 0
+        mid_d[:width] = 0
+        for d1 in range(-bigs[1], bigs[1] + 1):
+            r = (b * n0 + i + p0 + d0) * n1 + j + p1 + d1
+            hole = holes[rows[r] : rows[r + 1]]
+            if not _valid_row(part_d, row_weight, w2, p2, big, flag_plane[j + p1 + d1], hole,
+                              m0 + p2 - big, width):  # fmt: skip
+                continue  # no valid tap: the values there are 0 too
+            line = plane[j + p1 + d1]
+            part[:width] = 0
+            for d2 in range(-big, big + 1):
+                _axpy(part, w2[p2 + d2], line, m0 + p2 + d2, width)
+            _axpy(mid, w1[p1 + d1], part, 0, width)
+            _axpy(mid_d, w1[p1 + d1], part_d, 0, width)
+        _axpy(acc, w0[p0 + d0], mid, 0, width)
+        _axpy(den, w0[p0 + d0], mid_d, 0, width)
+
+
 @njit(cache=True, nogil=True)
 def _pixel_sums(xp, b, i, j, m0, width, pads, lo, hi, w0, w1, w2, acc):  # pragma: no cover
     """acc[v] = the sum over lane v's own counted window only (never reads a value
@@ -572,7 +703,23 @@ def _pixel_sums(xp, b, i, j, m0, width, pads, lo, hi, w0, w1, w2, acc):  # pragm
 
 @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def _varying3d(
-    xp, pads, crops, limits, s0, s1, s2, t0, t1, t2, flags, truncate, finite, out
+    xp,
+    pads,
+    crops,
+    limits,
+    s0,
+    s1,
+    s2,
+    t0,
+    t1,
+    t2,
+    flags,
+    truncate,
+    finite,
+    valid,
+    rows,
+    holes,
+    out,
 ):  # pragma: no cover
     nb, n0, n1, n2 = out.shape
     n = np.array([n0, n1, n2], np.int64)
@@ -594,6 +741,7 @@ def _varying3d(
         hi = np.empty((3, width_max), np.int64)
         hs = np.empty((3, width_max), np.float64)
         scratch = np.empty((4, width_max), np.float64)
+        sums = np.empty((4, width_max), np.float64)
         bigs = np.empty(3, np.int64)
         for tile in range(tiles):
             m0 = tile * TILE
@@ -607,7 +755,10 @@ def _varying3d(
                                        scratch[0], scratch[1], scratch[2], scratch[3])  # fmt: skip
             bigs[2] = _gauss_table(w2, pads[2], rad[2], hs[2], lo[2], hi[2], width, den,
                                    scratch[0], scratch[1], scratch[2], scratch[3])  # fmt: skip
-            if finite or _window_finite(xp, b, i, j, m0, width, pads, bigs):
+            if valid.shape[0]:
+                _tile_sum_valid(xp, valid, rows, holes, b, i, j, m0, width, pads, bigs, w0, w1,
+                                w2, acc, den, mid, part, sums)  # fmt: skip
+            elif finite or _window_finite(xp, b, i, j, m0, width, pads, bigs):
                 _tile_sum(xp, b, i, j, m0, width, pads, bigs, w0, w1, w2, acc, mid, part)
             else:
                 _pixel_sums(xp, b, i, j, m0, width, pads, lo, hi, w0, w1, w2, acc)
