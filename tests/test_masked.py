@@ -81,6 +81,20 @@ def test_3d_batch_axes_and_a_broadcast_mask(rng, backend):
     check(out, expected, "float64", volume)
 
 
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_a_static_mask_over_a_series_shares_its_denominator(rng, backend):
+    """Finite frames, a (6, 7) mask and a map constant over time: the valid weights are
+    blurred once for all frames (and must still be the right ones for each)."""
+    image = rng.normal(size=(4, 6, 7))
+    mask = rng.random((6, 7)) > 0.4
+    for s in (1.3, rng.uniform(0.5, 2.0, (1, 6, 7)), rng.uniform(0.5, 2.0, (4, 6, 7))):
+        for mode in ("crop", "constant"):
+            expected = normalised_blur(image, s, mask=mask, axes=(1, 2), mode=mode, cval=3.0)
+            out = gaussian_blur(image, s, mask=mask, axes=(1, 2), mode=mode, cval=3.0,
+                                backend=backend, precision="float64")  # fmt: skip
+            check(out, expected, "float64", image)
+
+
 def test_crop_and_omit_equal_astropy_interpolate(rng):
     """astropy's NaN interpolation with the same explicit kernel is crop + omit."""
     convolution = pytest.importorskip("astropy.convolution")
