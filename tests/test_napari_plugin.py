@@ -261,6 +261,15 @@ def test_blur_layer_mask_arrays_and_refusals():
         blur_layer(layer, 1.0, mask=Image(holes, name="holes"))
     with pytest.raises(ValueError, match=r"mask: shape \(18,\) fits neither"):
         blur_layer(layer, 1.0, mask=valid[0])
+    # A multiscale mask is read at the image's level.
+    pyramid = Labels([valid.astype(int), valid[::2, ::2].astype(int)], multiscale=True, name="p")
+    with pytest.raises(ValueError, match=r"mask 'p': is multiscale with 2 levels; .* level None"):
+        blur_layer(layer, 1.0, mask=pyramid)
+    small = Image([image, image[::2, ::2]], multiscale=True, name="small")
+    out = blur_layer(small, 1.0, mask=pyramid, level=1, backend="numba", precision="float64")
+    expected = gaussian_blur(image[::2, ::2], 1.0, mask=valid[::2, ::2], backend="numba",
+                             precision="float64")  # fmt: skip
+    np.testing.assert_array_equal(out.data, expected)
 
 
 def test_big_numpy_layer_with_a_mask_is_blurred_lazily(monkeypatch):

@@ -543,7 +543,10 @@ def _level_of(layer: Layer, where: str, level: int | None):
     if not layer.multiscale:
         return layer.data
     if level is None or not 0 <= level < len(layer.data):
-        raise ValueError(f"{where}: is multiscale; blur a multiscale image at one of its levels")
+        raise ValueError(
+            f"{where}: is multiscale with {len(layer.data)} levels; it is read at the "
+            f"image's level, and level {level} is not one of them"
+        )
     return layer.data[level]
 
 
