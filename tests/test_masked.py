@@ -75,10 +75,11 @@ def test_3d_batch_axes_and_a_broadcast_mask(rng, backend):
                             backend=backend, precision="float64")  # fmt: skip
         check(out, expected, "float64", image)
     volume, vmask = dead_and_region((6, 5, 7), rng)
-    expected = normalised_blur(volume, 1.2, mask=vmask, omit=True, mode="mirror")
-    out = gaussian_blur(volume, 1.2, mask=vmask, nan_policy="omit", mode="mirror",
-                        backend=backend, precision="float64")  # fmt: skip
-    check(out, expected, "float64", volume)
+    for mode in ("mirror", "constant"):
+        expected = normalised_blur(volume, 1.2, mask=vmask, omit=True, mode=mode, cval=2.0)
+        out = gaussian_blur(volume, 1.2, mask=vmask, nan_policy="omit", mode=mode, cval=2.0,
+                            backend=backend, precision="float64")  # fmt: skip
+        check(out, expected, "float64", volume)
 
 
 @pytest.mark.parametrize("backend", ALL_BACKENDS)

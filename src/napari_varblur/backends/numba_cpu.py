@@ -148,24 +148,41 @@ def masked(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None
 
 
 def _masked_global(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None:
-    """Global passes that are the fused last two axes (``_fused_masked_kernel``)."""
+    """Global passes ending with the fused last two axes: earlier passes filter the
+    values (0 where invalid) and the validity as two images, then
+    ``_fused_masked_kernel`` finishes both sums and divides."""
     passes = global_plan(spec)
     last = spec.image.ndim - 1
-    if [p.axis for p in passes] != [last - 1, last] or passes[0].taps > _FUSED_TAPS:
+    fused = passes[-2:]
+    if [p.axis for p in fused] != [last - 1, last] or fused[0].taps > _FUSED_TAPS:
         return None
     dtype = np.dtype(spec.precision)
-    p0, p1 = passes
-    lines = _kernel_array(spec.image.astype(dtype, copy=False), dtype).reshape(-1, p0.n, p1.n)
-    flags = np.broadcast_to(valid, valid.shape[:-2] + (p0.n, p1.n))
-    if flags.shape[:-2] != spec.image.shape[:-2]:  # varies along some batch axes only
-        flags = np.broadcast_to(flags, spec.image.shape)
-    flags = np.ascontiguousarray(flags).view(np.uint8).reshape(-1, p0.n, p1.n)
+
+    def fills(p: AxisPass) -> tuple[float, float]:  # (values, validity) of fill taps
+        return (p.mode.fill(spec.cval), p.mode.fill(1.0)) if counts else (0.0, 0.0)
+
+    if len(passes) == 2:  # the flags as they are (uint8), split inside the kernel
+        values = spec.image.astype(dtype, copy=False)
+        flags = np.broadcast_to(valid, valid.shape[:-2] + spec.shape[-2:])
+        if flags.shape[:-2] != spec.shape[:-2]:  # varies along some batch axes only
+            flags = np.broadcast_to(flags, spec.shape)
+        flags = np.ascontiguousarray(flags).view(np.uint8)
+    else:
+        values = numerator(spec.image, valid, dtype)
+        flags = np.broadcast_to(valid, spec.shape).astype(dtype)
+        for p in passes[:-2]:
+            fill, one = fills(p)
+            values = correlate(values, p.axis, p.source(), fill, p.weights, p.scale)
+            flags = correlate(flags, p.axis, p.source(), one, p.weights, p.scale)
+    p0, p1 = fused
+    lines = _kernel_array(values, dtype).reshape(-1, p0.n, p1.n)
+    flags = flags.reshape(-1, p0.n, p1.n)
     out = np.empty_like(lines)
     args = []
-    for p in (p0, p1):
-        fills = (p.fill, p.mode.fill(1.0)) if counts else (0.0, 0.0)
-        args += [p.source(), dtype.type(fills[0]), p.weights.astype(dtype), p.scale.astype(dtype),
-                 dtype.type(fills[1])]  # fmt: skip
+    for p in fused:
+        fill, one = fills(p)
+        args += [p.source(), dtype.type(fill), p.weights.astype(dtype), p.scale.astype(dtype),
+                 dtype.type(one)]  # fmt: skip
     runs = max(1, 4 * numba.get_num_threads() // lines.shape[0])
     block = max(_FUSED_BLOCK, -(-p0.n // runs))
     with _parallel_section():
@@ -298,7 +315,8 @@ def _fused_masked_kernel(
     """``_fused_kernel`` for a normalised convolution: every input row is split into
     its valid values (0 where invalid: a NaN there is dropped, not multiplied) and its
     validity, both filtered into rings, both summed, and divided (0/0: NaN).  ``valid``
-    has one plane, or one per outer index; ``one*`` is the validity of fill taps."""
+    (uint8 flags, or the validity already filtered along earlier axes) has one plane,
+    or one per outer index; ``one*`` is the validity of fill taps."""
     outer, n0, n1 = out.shape
     taps0 = w0.shape[0]
     nblocks = (n0 + block - 1) // block
