@@ -24,12 +24,12 @@ from napari_varblur.sample import fluorescence_sample
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def data(size: int = 512, seed: int = 0):
-    """The sample image with NaN dead pixels and a saturated disk, and the mask
-    (False in the disk)."""
+def data(size: int = 512, seed: int = 0, dead: float = 0.001):
+    """The sample image with a fraction ``dead`` of NaN pixels and a saturated disk,
+    and the mask (False in the disk)."""
     image, _ = fluorescence_sample(size, seed=seed)
     rng = np.random.default_rng(seed + 1)
-    image[rng.random(image.shape) < 0.01] = np.nan
+    image[rng.random(image.shape) < dead] = np.nan
     y, x = np.ogrid[:size, :size]
     cy, cx, r = 0.62 * size, 0.3 * size, 0.08 * size
     region = (y - cy) ** 2 + (x - cx) ** 2 <= r**2
@@ -42,6 +42,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=str(ROOT / "docs" / "images" / "masked_blur.png"))
     parser.add_argument("--sigma", type=float, default=3.0)
     parser.add_argument("--size", type=int, default=512)
+    parser.add_argument("--dead", type=float, default=0.001, help="fraction of NaN pixels")
     args = parser.parse_args(argv)
 
     import matplotlib
@@ -49,7 +50,7 @@ def main(argv=None) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    image, mask, (cy, cx, r) = data(args.size)
+    image, mask, (cy, cx, r) = data(args.size, dead=args.dead)
     s = args.sigma
     propagated = gaussian_blur(image, s, mode="reflect", nan_policy="propagate", backend="numba")
     omitted = gaussian_blur(image, s, mode="reflect", nan_policy="omit", mask=mask, backend="numba")
