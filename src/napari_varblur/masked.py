@@ -45,7 +45,7 @@ def fill_counts(cval: float, omit: bool) -> bool:
 def numerator(image: Any, valid: Any, dtype, xp=np) -> Any:
     """The image in ``dtype`` with its invalid pixels set to 0 (a NaN there is dropped,
     not multiplied by 0)."""
-    return xp.where(valid, image.astype(dtype), xp.zeros((), dtype))
+    return xp.where(valid, image, 0).astype(dtype, copy=False)
 
 
 def ratio(num: Any, den: Any, xp=np) -> Any:
@@ -72,10 +72,12 @@ def blur(
     """
     omit = spec.nan_policy == "omit"
     plain = replace(spec, mask=None, nan_policy="propagate")
-    valid = valid_pixels(spec.image, spec.mask, omit)
     counts = fill_counts(spec.cval, omit)
+    if counts and spec.mask is None and _all_finite(spec.image):
+        return run(plain)  # "omit" on finite data: the plain blur (exactly)
+    valid = valid_pixels(spec.image, spec.mask, omit)
     if counts and (valid is None or bool(valid.all())):
-        return run(plain)  # every tap is valid: the plain blur (exactly)
+        return run(plain)  # every tap is valid
     if valid is None:  # only the constant-mode fill is left out
         valid = np.ones((1,) * spec.image.ndim, bool)
     if fused is not None:
@@ -88,6 +90,15 @@ def blur(
     weights = np.broadcast_to(valid, _denominator_shape(spec, valid, share_batch))
     den = run(replace(plain, image=weights.astype(dtype), cval=float(counts)))
     return ratio(num, den)
+
+
+def _all_finite(image: np.ndarray) -> bool:
+    """Whether every value is finite: a finite sum says so without a boolean image
+    (a sum that overflows falls back to the exact check)."""
+    if image.dtype.kind != "f":
+        return True
+    with np.errstate(over="ignore", invalid="ignore"):
+        return bool(np.isfinite(image.sum())) or bool(np.isfinite(image).all())
 
 
 def _denominator_shape(spec: BlurSpec, valid: Any, share_batch: bool) -> tuple[int, ...]:
