@@ -25,7 +25,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ..masked import numerator
+from ..masked import numerator, ratio
 from ..plan import (
     AxisPass,
     MapAxis,
@@ -148,9 +148,10 @@ def masked(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None
 
 
 def _masked_global(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None:
-    """Global passes ending with the fused last two axes: earlier passes filter the
-    values (0 where invalid) and the validity as two images, then
-    ``_fused_masked_kernel`` finishes both sums and divides."""
+    """Global passes that include the fused last two axes: ``_fused_masked_kernel``
+    splits the image into its valid values and its validity and filters both along
+    the last two axes; other axes filter both sums, then they are divided.  (Passes
+    commute: also in constant mode, where a filtered fill plane is still the fill.)"""
     passes = global_plan(spec)
     last = spec.image.ndim - 1
     fused = passes[-2:]
@@ -161,23 +162,15 @@ def _masked_global(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarra
     def fills(p: AxisPass) -> tuple[float, float]:  # (values, validity) of fill taps
         return (p.mode.fill(spec.cval), p.mode.fill(1.0)) if counts else (0.0, 0.0)
 
-    if len(passes) == 2:  # the flags as they are (uint8), split inside the kernel
-        values = spec.image.astype(dtype, copy=False)
-        flags = np.broadcast_to(valid, valid.shape[:-2] + spec.shape[-2:])
-        if flags.shape[:-2] != spec.shape[:-2]:  # varies along some batch axes only
-            flags = np.broadcast_to(flags, spec.shape)
-        flags = np.ascontiguousarray(flags).view(np.uint8)
-    else:
-        values = numerator(spec.image, valid, dtype)
-        flags = np.broadcast_to(valid, spec.shape).astype(dtype)
-        for p in passes[:-2]:
-            fill, one = fills(p)
-            values = correlate(values, p.axis, p.source(), fill, p.weights, p.scale)
-            flags = correlate(flags, p.axis, p.source(), one, p.weights, p.scale)
     p0, p1 = fused
-    lines = _kernel_array(values, dtype).reshape(-1, p0.n, p1.n)
-    flags = flags.reshape(-1, p0.n, p1.n)
+    image = spec.image.astype(dtype, copy=False)
+    lines = _kernel_array(image, dtype).reshape(-1, p0.n, p1.n)
+    flags = np.broadcast_to(valid, valid.shape[:-2] + spec.shape[-2:])
+    if flags.shape[:-2] != spec.shape[:-2]:  # varies along some batch axes only
+        flags = np.broadcast_to(flags, spec.shape)
+    flags = np.ascontiguousarray(flags).view(np.uint8).reshape(-1, p0.n, p1.n)
     out = np.empty_like(lines)
+    den = np.empty_like(lines) if len(passes) > 2 else np.empty((0, 0, 0), dtype)
     args = []
     for p in fused:
         fill, one = fills(p)
@@ -186,8 +179,15 @@ def _masked_global(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarra
     runs = max(1, 4 * numba.get_num_threads() // lines.shape[0])
     block = max(_FUSED_BLOCK, -(-p0.n // runs))
     with _parallel_section():
-        _fused_masked_kernel(lines, flags, out, *args, block)
-    return out.reshape(spec.shape)
+        _fused_masked_kernel(lines, flags, out, den, *args, block)
+    if len(passes) == 2:
+        return out.reshape(spec.shape)
+    num, den = out.reshape(spec.shape), den.reshape(spec.shape)
+    for p in passes[:-2]:
+        fill, one = fills(p)
+        num = correlate(num, p.axis, p.source(), fill, p.weights, p.scale)
+        den = correlate(den, p.axis, p.source(), one, p.weights, p.scale)
+    return ratio(num, den)
 
 
 def _masked_map(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None:
@@ -310,13 +310,14 @@ def _fused_kernel(
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=_FAST, error_model="numpy")
 def _fused_masked_kernel(
-    lines, valid, out, src0, fill0, w0, scale0, one0, src1, fill1, w1, scale1, one1, block
+    lines, valid, out, den_out, src0, fill0, w0, scale0, one0, src1, fill1, w1, scale1, one1, block
 ):  # pragma: no cover
     """``_fused_kernel`` for a normalised convolution: every input row is split into
     its valid values (0 where invalid: a NaN there is dropped, not multiplied) and its
-    validity, both filtered into rings, both summed, and divided (0/0: NaN).  ``valid``
-    (uint8 flags, or the validity already filtered along earlier axes) has one plane,
-    or one per outer index; ``one*`` is the validity of fill taps."""
+    validity, both filtered into rings, both summed, and divided (0/0: NaN), or the
+    sums kept (``out``, ``den_out``) when ``den_out`` is not empty.  ``valid`` (uint8
+    flags) has one plane, or one per outer index; ``one*`` is the validity of fill
+    taps."""
     outer, n0, n1 = out.shape
     taps0 = w0.shape[0]
     nblocks = (n0 + block - 1) // block
@@ -347,6 +348,9 @@ def _fused_masked_kernel(
             for t in range(taps0):
                 index[t] = (i + t) % taps0 if src0[i + t] >= 0 else -1
             _column_sum(out[o, i], ring, index, w0, fill0, scale0[i])
+            if den_out.shape[0]:
+                _column_sum(den_out[o, i], weight_ring, index, w0, one0, scale0[i])
+                continue
             _column_sum(den, weight_ring, index, w0, one0, scale0[i])
             for c in range(n1):
                 out[o, i, c] /= den[c]
