@@ -47,8 +47,13 @@ def test_global_sigma_matches_the_brute_force_oracle(rng, backend, mode, policy)
         check(out, expected, precision, image)
 
 
-@pytest.mark.parametrize("backend", ALL_BACKENDS)
-@pytest.mark.parametrize("mode", ALL_MODES)
+# JAX compiles a program per mode and map kind: three modes (no-extension, fill and
+# index-mapping) cover its paths; the others run every mode.
+MAP_CASES = [(b, m) for b in ALL_BACKENDS for m in ALL_MODES
+             if b != "jax" or m in ("crop", "constant", "wrap")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("backend", "mode"), MAP_CASES)
 def test_sigma_maps_match_the_brute_force_oracle(rng, backend, mode):
     image, mask = dead_and_region((10, 12), rng)
     isotropic = random_map((10, 12), rng)
@@ -281,8 +286,11 @@ def test_jax_native_matches_the_oracle_concrete_and_traced(rng):
         for mode in ("crop", "constant"):
             expected = normalised_blur(image, s, mask=mask, omit=True, mode=mode, cval=0.5)
             call = dict(mask=mask, nan_policy="omit", mode=mode, cval=0.5, max_radius=8, **kw)
-            traced = jax.jit(lambda x_, s_, call=call: jax_blur(x_, s_, **call))
-            for out in (jax_blur(x, s, **call), traced(x, jnp.asarray(s, jnp.float32))):
+            outs = [jax_blur(x, s, **call)]
+            if mode == "crop" and np.ndim(s):  # traced: one compile per kind of map
+                traced = jax.jit(lambda x_, s_, call=call: jax_blur(x_, s_, **call))
+                outs.append(traced(x, jnp.asarray(s, jnp.float32)))
+            for out in outs:
                 out = np.asarray(out)
                 if "tolerance" in kw:  # levels: within the bound, NaN where exact has it
                     np.testing.assert_array_equal(np.isnan(out), np.isnan(expected))
@@ -308,8 +316,8 @@ def test_jax_native_gradients_with_a_constant_mask(rng):
     with jax.enable_x64(True):
         x, s = jnp.asarray(image), jnp.asarray(sigma)
         kw = dict(mask=mask, mode="reflect", max_radius=4)
-        check_grads(lambda s_: jax_blur(x, s_, **kw), (s,), order=1, modes=["rev"], eps=1e-6)
-        check_grads(lambda x_: jax_blur(x_, s, **kw), (x,), order=1, modes=["rev"])
+        check_grads(lambda x_, s_: jax_blur(x_, s_, **kw), (x, s), order=1, modes=["rev"],
+                    eps=1e-6)  # fmt: skip
         # A masked pixel's value (filled from its neighbours) depends on their sigma
         # and not on its own value.
         masked_at = tuple(int(i) for i in np.argwhere(~mask)[0])
