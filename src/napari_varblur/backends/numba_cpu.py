@@ -414,13 +414,16 @@ _NO_FLAGS = np.zeros((0, 0, 0, 0), np.uint8)
 
 def _holes(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The invalid positions of every row of the padded validity, as (row starts,
-    positions): row r's are ``positions[starts[r] : starts[r + 1]]``, ascending."""
-    if flags.size == 0:
-        return np.zeros(1, np.int64), np.zeros(0, np.int64)
-    rows, positions = np.nonzero(flags.reshape(-1, flags.shape[-1]) == 0)
-    counts = np.bincount(rows, minlength=flags.size // flags.shape[-1])
-    starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    return starts, positions.astype(np.int64)
+    positions): row r's are ``positions[starts[r] : starts[r + 1]]``, ascending.
+    Not listed (positions ``[-1]``: every row summed against its flags) when there
+    are many: above ``_SPARSE`` of the pixels."""
+    rows, columns = flags.reshape(-1, flags.shape[-1]).shape if flags.size else (0, 1)
+    invalid = flags.size - int(np.count_nonzero(flags))
+    if rows == 0 or invalid > _SPARSE * flags.size:
+        return np.zeros(rows + 1, np.int64), np.full(1, -1, np.int64)
+    row, positions = np.nonzero(flags.reshape(rows, columns) == 0)
+    starts = np.concatenate(([0], np.cumsum(np.bincount(row, minlength=rows))))
+    return starts.astype(np.int64), positions.astype(np.int64)
 
 
 _ZERO_MAP32 = np.zeros((1, 1, 1, 1), np.float32)
@@ -621,30 +624,48 @@ def _tile_sum(xp, b, i, j, m0, width, pads, bigs, w0, w1, w2, acc, mid, part):  
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def _valid_row(part_d, row_weight, w2, p2, big, flags, holes, start, width):  # pragma: no cover
+def _valid_row(
+    part_d, row_weight, w2, p2, big, flags, listed, holes, start, width
+):  # pragma: no cover
     """part_d[v] = each lane's sum of w2 over the valid taps of one window row: the
     positions ``start .. start + width + 2 big - 1`` of ``flags``, whose invalid
-    positions (ascending) are ``holes``.  Few holes are subtracted from the full
-    weight (each from the 2 big + 1 lanes that reach it); more are summed against the
-    flags (2 big + 1 axpys).  Returns False when no tap is valid."""
+    positions (ascending) are ``holes`` when ``listed``.  A few holes are subtracted
+    from the full weight (each from the 2 big + 1 lanes that reach it) when what is
+    left keeps at least
+    1/_KEEP of it: the difference then carries at most ~_KEEP * 2 (2 big + 1) ulp of
+    relative error; otherwise the row is summed against its flags, which never
+    cancels.  Returns False when no tap is valid (known only when ``listed``)."""
     span = width + 2 * big
-    first = np.searchsorted(holes, start)
-    count = np.searchsorted(holes, start + span) - first
-    if count == span:
-        return False
-    if count > 2 * big + 1:
-        part_d[:width] = 0
-        for d in range(-big, big + 1):
-            row = w2[p2 + d]
+    if listed:
+        first = np.searchsorted(holes, start)
+        count = np.searchsorted(holes, start + span) - first
+        if count == span:
+            return False
+        if count <= 2 * big + 1:
+            part_d[:width] = row_weight[:width]
+            for q in range(first, first + count):  # lane v reads c at offset c - big - v
+                c = holes[q] - start
+                for v in range(max(0, c - 2 * big), min(width, c + 1)):
+                    part_d[v] -= w2[p2 + c - big - v, v]
+            kept = True
             for v in range(width):
-                part_d[v] += row[v] * flags[start + big + d + v]
-        return True
-    part_d[:width] = row_weight[:width]
-    for q in range(first, first + count):  # lane v reads position c at offset c - big - v
-        c = holes[q] - start
-        for v in range(max(0, c - 2 * big), min(width, c + 1)):
-            part_d[v] -= w2[p2 + c - big - v, v]
+                kept &= part_d[v] * _KEEP >= row_weight[v]
+            if kept:
+                return True
+    part_d[:width] = 0
+    for d in range(-big, big + 1):
+        row = w2[p2 + d]
+        for v in range(width):
+            part_d[v] += row[v] * flags[start + big + d + v]
     return True
+
+
+#: Subtracting a row's holes from its full weight is used while at least 1/_KEEP of
+#: the weight stays valid (at most 1/_KEEP of cancellation).
+_KEEP = 16.0
+#: Holes are listed (for subtraction) when at most this share of the padded validity
+#: is invalid: the list then costs at most 2 bytes per pixel.
+_SPARSE = 1 / 8
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
@@ -683,6 +704,7 @@ def _tile_sum_valid(
     acc[:width] = 0
     den[:width] = 0
     n0, n1 = xp.shape[1], xp.shape[2]
+    listed = holes.shape[0] == 0 or holes[0] >= 0
     for d0 in range(-bigs[0], bigs[0] + 1):
         plane, flag_plane = xp[b, i + p0 + d0], valid[b, i + p0 + d0]
         mid[:width] = 0
@@ -690,8 +712,8 @@ def _tile_sum_valid(
         for d1 in range(-bigs[1], bigs[1] + 1):
             r = (b * n0 + i + p0 + d0) * n1 + j + p1 + d1
             hole = holes[rows[r] : rows[r + 1]]
-            if not _valid_row(part_d, row_weight, w2, p2, big, flag_plane[j + p1 + d1], hole,
-                              m0 + p2 - big, width):  # fmt: skip
+            if not _valid_row(part_d, row_weight, w2, p2, big, flag_plane[j + p1 + d1], listed,
+                              hole, m0 + p2 - big, width):  # fmt: skip
                 continue  # no valid tap: the values there are 0 too
             line = plane[j + p1 + d1]
             part[:width] = 0
