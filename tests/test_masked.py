@@ -354,6 +354,11 @@ def test_jax_native_gradients_with_a_constant_mask(rng):
         masked_at = tuple(int(i) for i in np.argwhere(~mask)[0])
         g = jax.grad(lambda x_: jax_blur(x_, s, **kw)[masked_at])(x)
         assert float(g[masked_at]) == 0.0 and float(jnp.abs(g).sum()) > 0.5, g
+        # A loss that skips the pixels without a valid tap has a finite gradient.
+        hole = np.ones((7, 8), bool)
+        hole[1:6, 1:6] = False
+        loss = lambda s_: jnp.nansum(jax_blur(x, s_, mask=hole, max_radius=2))  # noqa: E731
+        assert bool(jnp.isfinite(jax.grad(loss)(s)).all())
         nan_image = x.at[masked_at].set(jnp.nan)
         g = jax.grad(lambda x_: jax_blur(x_, s, nan_policy="omit", max_radius=4).sum())(nan_image)
         assert bool(jnp.isfinite(g).all())

@@ -49,11 +49,14 @@ def numerator(image: Any, valid: Any, dtype, xp=np) -> Any:
 
 
 def ratio(num: Any, den: Any, xp=np) -> Any:
-    """The normalised value; 0/0 (no valid tap) is NaN."""
+    """The normalised value; 0/0 (no valid tap) is NaN.  In JAX the division is
+    guarded, so a pixel without a valid tap has a zero gradient, not 0 * inf = NaN
+    (which would poison every gradient of a loss that skips it)."""
     if xp is np:
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.divide(num, den, out=num)
-    return num / den
+    some = den > 0
+    return xp.where(some, num / xp.where(some, den, 1), xp.nan)
 
 
 def blur(
