@@ -413,3 +413,22 @@ def test_blur_help_lists_the_mask_options(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "--mask FILE" in text and "non-zero marks a valid pixel" in text
     assert "--invert-mask" in text and "--nan-policy {propagate,omit,raise}" in text
+
+
+def test_integer_output_refuses_nan_instead_of_writing_zeros(tmp_path, capsys):
+    """A window with no valid tap is NaN, which --dtype same (uint16) cannot hold: an
+    error, no output file (was silently 0)."""
+    from napari_varblur import cli
+
+    np.save(tmp_path / "in.npy", np.arange(100, 500, dtype=np.uint16).reshape(20, 20))
+    mask = np.ones((20, 20), np.uint8)
+    mask[5:15, 5:15] = 0
+    np.save(tmp_path / "mask.npy", mask)
+    os.chdir(tmp_path)
+    args = ["blur", "in.npy", "out.npy", "--sigma", "1", "--mask", "mask.npy"]
+    assert cli.main([*args, "--dtype", "same"]) == 1
+    err = capsys.readouterr().err
+    assert "--dtype: the result has NaN" in err and "use --dtype float" in err
+    assert not (tmp_path / "out.npy").exists()
+    assert cli.main(args) == 0  # float output keeps the NaN
+    assert np.isnan(np.load(tmp_path / "out.npy")).sum() == 4 * 4  # radius 3 in a 10x10 hole

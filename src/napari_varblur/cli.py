@@ -301,14 +301,27 @@ def _read_named(path: str, option: str):
 
 
 def _to_dtype(result, dtype: np.dtype):
-    """Round and clip to an integer dtype's range; plain cast for floats."""
+    """Round and clip to an integer dtype's range; plain cast for floats.  NaN (a
+    window with no valid tap, a NaN cval) has no integer value: an error while writing
+    (the output is then never written), not a silent 0."""
     dtype = np.dtype(dtype)
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
-        return result.round().clip(info.min, info.max).astype(dtype)
+        checked = result.map_blocks(_refuse_nan, dtype=result.dtype)
+        return checked.round().clip(info.min, info.max).astype(dtype)
     if dtype.kind == "b":
         return (result >= 0.5).astype(dtype)
     return result.astype(dtype)
+
+
+def _refuse_nan(block: np.ndarray) -> np.ndarray:
+    if np.isnan(block).any():
+        raise ValueError(
+            f"--dtype: the result has NaN ({int(np.isnan(block).sum())} in one chunk: "
+            "pixels with no valid tap in their window, or a NaN cval), which an integer "
+            "output cannot hold; use --dtype float"
+        )
+    return block
 
 
 if __name__ == "__main__":  # pragma: no cover
