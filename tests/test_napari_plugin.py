@@ -272,6 +272,17 @@ def test_blur_layer_mask_arrays_and_refusals():
     np.testing.assert_array_equal(out.data, expected)
 
 
+def test_raise_is_checked_before_any_plane_with_the_full_index():
+    """A NaN in the last plane of a stack: refused when the blur is set up (no plane
+    is blurred first), with its index in the stack, not in the plane."""
+    from napari_varblur.gui.layers import LayerBlur
+
+    stack = np.zeros((5, 20, 20))
+    stack[4, 3, 3] = np.nan
+    with pytest.raises(ValueError, match=r"1 value \(first at index \(4, 3, 3\)\)"):
+        LayerBlur.from_layer(Image(stack, name="stack"), 1.0, nan_policy="raise")
+
+
 def test_big_numpy_layer_with_a_mask_is_blurred_lazily(monkeypatch):
     # A lazy result takes the dask path: the mask must reach it.
     from napari_varblur.gui import layers as gui_layers

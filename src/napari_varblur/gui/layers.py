@@ -113,14 +113,8 @@ class LayerBlur:
         graph = None
         if any(is_dask_array(a) for a in (image, sigma_arg, valid)):
             graph = gaussian_blur(_lazy(image), sigma_arg, axes=blurred, mask=valid, **options)
-        else:
-            BlurSpec.from_args(
-                np.broadcast_to(np.zeros((), np.float32), image.shape),
-                sigma_arg,
-                axes=blurred,
-                mask=valid,
-                **options,
-            )
+        else:  # the image itself: nan_policy="raise" checks it here, with its own index
+            BlurSpec.from_args(image, sigma_arg, axes=blurred, mask=valid, **options)
         settings = dict(
             sigma=sigma if np.isscalar(sigma) else tuple(sigma),
             sigma_map=map_name,
