@@ -360,7 +360,7 @@ def test_mask_file_of_the_image_shape_in_process(tmp_path, rng, capsys, extra, v
             ["--mask", "small.npy"],
             "--mask: shape (7, 7) fits neither the image's shape (2, 20, 24)",
         ),
-        (["--mask", "nan.npy", "--axes", "1", "2"], "--mask: 'nan.npy' holds NaN"),
+        (["--mask", "nan.npy", "--axes", "1", "2"], "--mask: holds NaN"),
         (["--invert-mask"], "--invert-mask: needs --mask FILE"),
         (
             ["--nan-policy", "raise"],

@@ -15,6 +15,7 @@ from .sample import fluorescence_sample
 from .spec import (
     NAN_POLICIES,
     map_for_axes,
+    marked_pixels,
     normalize_axes,
     normalize_global_sigma,
     normalize_tolerance,
@@ -277,16 +278,8 @@ def _mask_argument(args, shape: tuple[int, ...], axes: tuple[int, ...]):
         if args.invert_mask:
             raise ValueError("--invert-mask: needs --mask FILE")
         return None
-    values = _read_named(args.mask, "--mask")
-    if values.dtype.kind not in "biuf":
-        raise TypeError(f"--mask: dtype {values.dtype} is not supported; use 0 and non-zero")
-    values = map_for_axes(values, shape, axes, name="--mask")
-    if values.dtype.kind == "f" and bool(np.isnan(values).any()):  # reads the mask once
-        raise ValueError(
-            f"--mask: {args.mask!r} holds NaN; mark pixels with 0 and non-zero values only"
-        )
-    marked = values != 0
-    return ~marked if args.invert_mask else marked
+    return marked_pixels(_read_named(args.mask, "--mask"), shape, axes, "--mask",
+                         invalid=args.invert_mask)  # fmt: skip
 
 
 def _read_named(path: str, option: str):

@@ -206,6 +206,25 @@ def normalize_mask(mask: object, image_shape: tuple[int, ...]) -> Any:
     return arr != 0
 
 
+def marked_pixels(
+    values: Any, image_shape: tuple[int, ...], axes: tuple[int, ...], name: str, invalid: bool
+) -> Any:
+    """A mask as the adapters (``varblur blur``, napari) take it, as the library's mask.
+
+    Any non-zero value marks a pixel (a label image works); the values have the image's
+    shape or the blurred axes' (:func:`map_for_axes`).  Returns True where a pixel is
+    valid: the marked pixels, or the others when ``invalid``.  A new array (lazy for
+    dask); errors name ``name``.
+    """
+    if values.dtype.kind not in "biuf":
+        raise TypeError(f"{name}: dtype {values.dtype} is not supported; use 0 and non-zero")
+    values = map_for_axes(values, image_shape, axes, name)
+    if values.dtype.kind == "f" and bool(np.isnan(values).any()):  # computes a dask mask's
+        raise ValueError(f"{name}: holds NaN; mark pixels with 0 and non-zero values only")
+    marked = values != 0
+    return ~marked if invalid else marked
+
+
 def check_finite_values(image: Any, mask: Any, modes: tuple[Mode, ...], cval: float) -> None:
     """``nan_policy="raise"``: refuse NaN or inf in the valid pixels, and a non-finite
     ``cval`` that a constant-mode axis would read."""

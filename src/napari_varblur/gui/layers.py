@@ -21,6 +21,7 @@ from ..spec import (
     BlurSpec,
     is_dask_array,
     map_for_axes,
+    marked_pixels,
     normalize_axes,
     normalize_global_sigma,
     scale_map,
@@ -523,13 +524,7 @@ def _valid_pixels(
     else:
         name, where = "array", "mask"
         values = _array(mask)
-    if values.dtype.kind not in "biuf":
-        raise TypeError(f"{where}: dtype {values.dtype} is not supported; use 0 and non-zero")
-    values = map_for_axes(values, shape, axes, where)
-    if values.dtype.kind == "f" and bool(np.isnan(values).any()):  # computes a dask mask's
-        raise ValueError(f"{where}: holds NaN; mark pixels with 0 and non-zero values only")
-    marked = values != 0
-    return name, (marked if marks == "valid" else ~marked)
+    return name, marked_pixels(values, shape, axes, where, invalid=marks == "invalid")
 
 
 def _level_of(layer: Layer, where: str, level: int | None):
