@@ -8,7 +8,10 @@ import pytest
 
 from bruteforce import normalised_blur
 from conftest import ALL_BACKENDS, ALL_MODES, assert_close
-from napari_varblur import gaussian_blur
+from napari_varblur import gaussian_blur, masked, stacked
+from napari_varblur.backends import load
+from napari_varblur.plan import map_plan
+from napari_varblur.spec import BlurSpec
 
 
 def dead_and_region(shape, rng, nan=True):
@@ -217,27 +220,54 @@ def test_propagate_with_a_mask_spreads_valid_nan_only(rng, backend):
     assert np.isnan(out[3, 5]) and np.isfinite(out[11, 11])
 
 
+def assert_masked_bound(out, exact, share, image, mask, t):
+    """Within 2 t (max - min) / share of the exact result, NaN exactly where it is."""
+    finite = np.where(mask & np.isfinite(image), image, np.nan)
+    spread = np.nanmax(finite) - np.nanmin(finite)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(exact))
+    ok = np.isfinite(exact)
+    error = np.abs(out - exact)[ok]
+    assert np.all(error <= 2 * t * spread / share[ok]), error.max()
+
+
 @pytest.mark.parametrize("shared", [True, False])
 def test_tolerance_levels_keep_the_masked_bound(rng, shared):
     """Levels mix the same realised kernel into both sums, so the ratio is within
-    2 t (max - min) / share of the exact one (share: the pixel's valid kernel weight)."""
-    y, x = np.mgrid[0:64, 0:64]
-    smooth = 0.5 + 3.0 * x / 63 + 0.5 * np.sin(y / 9)
+    2 t (max - min) / share of the exact one (share: the pixel's valid kernel weight).
+    The level walk is forced here (small tiles), on every backend that has it."""
+    y, x = np.mgrid[0:40, 0:44]
+    smooth = 0.5 + 3.0 * x / 43 + 0.5 * np.sin(y / 9)
     sigma = smooth if shared else np.stack([smooth, smooth[::-1]], axis=-1)
-    image, mask = dead_and_region((64, 64), rng)
-    image[rng.random((64, 64)) > 0.9] = 3.0  # deltas on a random background
+    image, mask = dead_and_region((40, 44), rng)
+    image[rng.random((40, 44)) > 0.9] = 3.0  # deltas on a random background
     t = 1e-2
     exact = normalised_blur(image, sigma, mask=mask, omit=True)
-    share = normalised_blur(mask.astype(float), sigma, mask=None)  # the valid kernel weight
-    finite = np.where(mask & np.isfinite(image), image, np.nan)
-    spread = np.nanmax(finite) - np.nanmin(finite)
+    share = normalised_blur(mask.astype(float), sigma)  # the valid kernel weight
     for backend in ("numba", "jax"):
-        out = gaussian_blur(image, sigma, mask=mask, nan_policy="omit", tolerance=t,
-                            backend=backend, precision="float64")  # fmt: skip
-        np.testing.assert_array_equal(np.isnan(out), np.isnan(exact))
-        error = np.abs(out - exact)
-        ok = np.isfinite(exact)
-        assert np.all(error[ok] <= 2 * t * spread / share[ok]), error[ok].max()
+        spec = BlurSpec.from_args(image, sigma, mask=mask, nan_policy="omit", tolerance=t,
+                                  backend=backend, precision="float64")  # fmt: skip
+        levels, diagonal = stacked.levels_for(spec, map_plan(spec))
+        plan = stacked.Plan(levels, (7, 7), diagonal, False)
+        walk = lambda s, plan=plan, b=backend: stacked.blur(s, plan, load(b))  # noqa: E731
+        out = masked.blur(spec, walk, share_batch=False)
+        assert_masked_bound(out, exact, share, image, mask, t)
+
+
+def test_tolerance_chooses_levels_for_a_big_smooth_masked_map(rng):
+    """Through the public call: a smooth map on 512^2 takes the level walk (twice:
+    values and validity, one plan) and keeps the bound."""
+    n = 512
+    sigma = np.broadcast_to(1.0 + 7.0 * np.arange(n) / (n - 1), (n, n))
+    image, mask = dead_and_region((n, n), rng)
+    mask[200:260, 300:330] = False
+    t = 1e-2
+    spec = BlurSpec.from_args(image, sigma, mask=mask, nan_policy="omit", tolerance=t)
+    assert stacked.choose(spec) is not None
+    out = gaussian_blur(image, sigma, mask=mask, nan_policy="omit", tolerance=t,
+                        precision="float64")  # fmt: skip
+    exact = gaussian_blur(image, sigma, mask=mask, nan_policy="omit", precision="float64")
+    share = gaussian_blur(mask.astype(float), sigma, precision="float64")
+    assert_masked_bound(out, exact, share, image, mask, t)
 
 
 def test_inputs_and_masks_are_never_modified(rng):
@@ -299,6 +329,9 @@ def test_raise_names_the_count_and_the_first_index():
     with pytest.raises(ValueError, match="cval"):
         gaussian_blur(np.zeros((6, 6)), 1.0, mode="constant", cval=np.nan, nan_policy="raise")
     gaussian_blur(np.zeros((6, 6)), 1.0, mode="reflect", cval=np.nan, nan_policy="raise")
+    # A constant axis that is not blurred reads no cval.
+    gaussian_blur(np.zeros((6, 6)), (0, 1), mode=("constant", "crop"), cval=np.nan,
+                  nan_policy="raise")  # fmt: skip
 
 
 # ------------------------------------------------------------------- JAX-native

@@ -225,10 +225,19 @@ def marked_pixels(
     return ~marked if invalid else marked
 
 
-def check_finite_values(image: Any, mask: Any, modes: tuple[Mode, ...], cval: float) -> None:
+def check_finite_values(
+    image: Any,
+    mask: Any,
+    modes: tuple[Mode, ...],
+    cval: float,
+    sigma_max: tuple[float, ...] | None = None,
+) -> None:
     """``nan_policy="raise"``: refuse NaN or inf in the valid pixels, and a non-finite
-    ``cval`` that a constant-mode axis would read."""
-    if any(m.name == "constant" for m in modes) and not math.isfinite(cval):
+    ``cval`` that a constant-mode axis would read (one that blurs: its largest sigma,
+    when known, is not 0)."""
+    blurs = sigma_max or (1.0,) * len(modes)
+    reads_cval = any(m.name == "constant" and s > 0 for m, s in zip(modes, blurs))
+    if reads_cval and not math.isfinite(cval):
         raise ValueError(f"cval: is {cval} and nan_policy='raise' refuses non-finite values")
     if image.dtype.kind != "f" or image.size == 0:
         return
@@ -560,7 +569,7 @@ class BlurSpec:
         sig, smap, isotropic, sigma_max = _normalize_sigma(sigma, tuple(arr.shape), k, rad)
         check_radii(tuple(arr.shape), blurred, modes, trunc, sigma_max, radius=rad, maps=smap)
         if policy == "raise":
-            check_finite_values(arr, valid, modes, fill)
+            check_finite_values(arr, valid, modes, fill, sigma_max)
         return cls(
             image=arr,
             axes=blurred,
