@@ -63,3 +63,31 @@ def test_python_dash_m_cli_runs_the_demo():
     out = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "all backends meet the contract" in out.stdout
+
+
+def test_version_help_defaults_and_missing_extras(capsys, monkeypatch, tmp_path):
+    """Issue 11, CLI polish: --version, help in plain words with defaults and the mode
+    choices, the device as "cpu", and a missing optional package named with its extra."""
+    import napari_varblur
+    from napari_varblur import cli
+    from napari_varblur.backends import jax_xla
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"varblur {napari_varblur.__version__}"
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert "``" not in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cli.main(["blur", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for piece in ("(default: crop)", "(default: 3.0)", "(default: float32)", "mirror, nearest"):
+        assert piece in text
+    assert "(default: None)" not in text
+    assert jax_xla.device_name() == "cpu" or not jax_xla.device_name().startswith("cpu")
+    np.save(tmp_path / "in.npy", np.zeros((8, 8), np.float32))
+    monkeypatch.setitem(sys.modules, "distributed", None)  # as if it were not installed
+    args = ["blur", str(tmp_path / "in.npy"), str(tmp_path / "out.npy"), "--sigma", "1"]
+    assert cli.main([*args, "--scheduler", "tcp://127.0.0.1:1"]) == 1
+    assert "pip install 'napari-varblur[dask]'" in capsys.readouterr().err

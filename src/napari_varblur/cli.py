@@ -9,8 +9,9 @@ import time
 
 import numpy as np
 
-from . import backends
+from . import __version__, backends
 from .api import gaussian_blur
+from .boundary import MODE_ALIASES, MODE_NAMES
 from .sample import fluorescence_sample
 from .spec import (
     NAN_POLICIES,
@@ -68,6 +69,12 @@ def demo(size: int = 256, out=sys.stdout) -> int:
                 f"{diff:.3g} | {tolerance:.3g} | {'yes' if ok else 'NO'} |",
                 file=out,
             )
+    print(
+        "\ntolerance: the contract's bound on max abs diff from the float64 reference, "
+        "1e-5 (float32) or 1e-12 (float64) times max(1, max|image|); first call includes "
+        "compiling kernels (first run only: later runs read Numba's cache)",
+        file=out,
+    )
     print(file=out)
     print(
         "all backends meet the contract"
@@ -78,11 +85,32 @@ def demo(size: int = 256, out=sys.stdout) -> int:
     return 1 if failures else 0
 
 
+class _Help(argparse.HelpFormatter):
+    """Help that shows each option's default, where it has one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        shown = action.default is not None and action.default is not False
+        if shown and action.default is not argparse.SUPPRESS and "%(default)" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="varblur", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="varblur",
+        description="Gaussian blur with a global sigma or a per-pixel sigma map: "
+        "'varblur demo' checks every backend on the built-in sample, 'varblur blur' "
+        "blurs image files (also: python -m napari_varblur).",
+    )
+    parser.add_argument("--version", action="version", version=f"varblur {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p_demo = sub.add_parser("demo", help="blur the built-in sample on every backend and compare")
-    p_demo.add_argument("--size", type=int, default=256, help="sample size in pixels (default 256)")
+    p_demo = sub.add_parser(
+        "demo",
+        help="blur the built-in sample on every backend and compare",
+        formatter_class=_Help,
+    )
+    p_demo.add_argument("--size", type=int, default=256, help="sample size in pixels")
     p_demo.add_argument(
         "--view", action="store_true", help="then open napari with the sample and the widget"
     )
@@ -129,6 +157,7 @@ def _add_blur_parser(sub) -> None:
         description="Blur INPUT into OUTPUT (.tif/.tiff, .zarr or .npy, by suffix). Work is "
         "chunked with dask; OUTPUT is written under a temporary name and moved into place "
         "at the end, and is never replaced without --overwrite.",
+        formatter_class=_Help,
     )
     p.add_argument("input", help="input image: .tif/.tiff (OME-TIFF too), .zarr or .npy")
     p.add_argument("output", help="output image: .tif/.tiff, .zarr or .npy")
@@ -159,13 +188,18 @@ def _add_blur_parser(sub) -> None:
         "--nan-policy",
         choices=NAN_POLICIES,
         default="propagate",
-        help="NaN and inf in the input: propagate (default; spread over their windows), "
+        help="NaN and inf in the input: propagate (spread over their windows), "
         "omit (left out like masked pixels) or raise (refuse them)",
     )
-    p.add_argument("--mode", default="crop", help="edge mode (default crop)")
+    p.add_argument(
+        "--mode",
+        default="crop",
+        help="edge mode: crop (window cut at the border, kernel renormalised), or scipy's "
+        + ", ".join(MODE_NAMES[1:] + tuple(MODE_ALIASES)),
+    )
     p.add_argument("--cval", type=float, default=0.0, help="value outside in constant mode")
     p.add_argument("--truncate", type=float, default=3.0, help="radius = ceil(truncate*sigma)")
-    p.add_argument("--axes", type=int, nargs="+", help="axes to blur (default all)")
+    p.add_argument("--axes", type=int, nargs="+", help="axes to blur (default: all)")
     p.add_argument("--backend", default="auto", help="auto, numba, jax or reference")
     p.add_argument("--precision", default="float32", help="float32 or float64")
     p.add_argument(
@@ -195,9 +229,18 @@ def blur_command(args) -> int:
     except KeyboardInterrupt:
         print("varblur blur: interrupted; no output was written", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as err:  # an optional package (distributed, for --scheduler)
+        extra = _EXTRAS.get((err.name or "").split(".")[0], "all")
+        print(f"varblur blur: error: {err}; install it with: pip install "
+              f"'napari-varblur[{extra}]'", file=sys.stderr)  # fmt: skip
+        return 1
     except (ValueError, TypeError, OSError, ImportError) as err:
         print(f"varblur blur: error: {err}", file=sys.stderr)
         return 1
+
+
+#: Optional packages and the extra that installs each.
+_EXTRAS = {"distributed": "dask", "napari": "napari", "cupy": "cuda"}
 
 
 def _tolerance_argument(text: str | None) -> float | None:

@@ -48,7 +48,8 @@ def describe() -> str:
 
 def device_name() -> str:
     d = jax.devices()[0]
-    return f"{d.platform}:{d.device_kind}"
+    # "cpu", or the platform and the card ("gpu:NVIDIA H200"); never "cpu:cpu".
+    return d.platform if d.device_kind == d.platform else f"{d.platform}:{d.device_kind}"
 
 
 # --------------------------------------------------------------------------- helpers
