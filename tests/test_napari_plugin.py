@@ -64,7 +64,7 @@ def test_blur_widget_adds_result_and_difference_then_updates_them(viewer, qtbot)
     click_and_wait(qtbot, widget)
 
     assert len(viewer.layers) == 3
-    result, diff = viewer.layers[1], viewer.layers[2]
+    diff, result = viewer.layers[1], viewer.layers[2]  # the result on top
     expected = gaussian_blur(layer.data, 1.5, mode="reflect", backend="numba")
     np.testing.assert_array_equal(result.data, expected)
     np.testing.assert_allclose(diff.data, layer.data - expected, atol=1e-5)
@@ -88,7 +88,7 @@ def test_blur_widget_adds_result_and_difference_then_updates_them(viewer, qtbot)
     widget.sigma.value = "3"
     click_and_wait(qtbot, widget)
     assert len(viewer.layers) == 3
-    assert viewer.layers[1] is result and "3" in result.name
+    assert viewer.layers[2] is result and "3" in result.name
     np.testing.assert_array_equal(
         result.data, gaussian_blur(layer.data, 3.0, mode="reflect", backend="numba")
     )
@@ -376,7 +376,7 @@ def test_compare_widget_reports_differences_and_times(viewer, qtbot):
     assert 0 < widget.stats["max_abs_diff"] < 1e-5 * 100
     assert widget.stats["seconds_a"] > 0 and widget.stats["seconds_b"] > 0
     assert "max |A-B|" in widget.report.value and "jax" in widget.report.value
-    result, diff = viewer.layers[1], viewer.layers[2]
+    diff, result = viewer.layers[1], viewer.layers[2]
     np.testing.assert_array_equal(result.data, a)
     np.testing.assert_array_equal(diff.data, a - b)
     assert diff.name == "cells jax minus numba"
@@ -408,7 +408,7 @@ def test_compare_widget_on_a_lazy_layer(viewer, qtbot, monkeypatch, kind):
     assert widget.stats["max_abs_diff"] == pytest.approx(np.abs(diff).max(), abs=1e-6)
     assert widget.stats["rms_diff"] == pytest.approx(np.sqrt(np.mean(diff**2)), abs=1e-6)
     assert 0 <= widget.stats["rms_diff"] <= widget.stats["max_abs_diff"] < 1e-5 * 100
-    result, difference = viewer.layers[-2], viewer.layers[-1]
+    difference, result = viewer.layers[-2], viewer.layers[-1]
     assert is_dask_array(result.data) and is_dask_array(difference.data)  # still lazy
     low, high = difference.contrast_limits
     assert low == -high and 0 < high < np.inf
@@ -508,7 +508,7 @@ def test_console_blur_layer_and_canvas_renders(make_napari_viewer):
     viewer = make_napari_viewer(show=True)
     layer = image_layer(viewer, shape=(64, 64))
     out = blur_layer(layer, 2.0, viewer=viewer, difference=True, backend="numba")
-    assert out is viewer.layers[1] and len(viewer.layers) == 3
+    assert out is viewer.layers[-1] and len(viewer.layers) == 3
     again = blur_layer(layer, 1.0, viewer=viewer, backend="numba")
     assert again is out and len(viewer.layers) == 3
     for other in viewer.layers:
@@ -569,7 +569,7 @@ def test_dask_time_series_gives_a_lazy_result_layer(viewer, qtbot):
     widget.backend.value = "numba"
     widget.difference.value = True
     click_and_wait(qtbot, widget)
-    result = viewer.layers[-2]
+    result = viewer.layers[-1]
     assert isinstance(result.data, da.Array)  # nothing computed for the whole movie
     start = viewer.dims.current_step[0]
     assert start in computed  # the frame on screen was computed...
@@ -583,7 +583,7 @@ def test_dask_time_series_gives_a_lazy_result_layer(viewer, qtbot):
         gaussian_blur(series[other], 2.0, backend="reference"),
         atol=1e-4,
     )
-    diff = viewer.layers[-1]
+    diff = viewer.layers[-2]
     low, high = diff.contrast_limits
     assert low == -high > -np.inf and isinstance(diff.data, da.Array)
 
@@ -601,3 +601,90 @@ def test_big_numpy_layer_is_blurred_lazily(monkeypatch):
         gaussian_blur(stack, 1.0, axes=(1, 2), backend="reference", precision="float64"),
         atol=1e-12,
     )
+
+
+# A layer name longer than any dock: words, and one long unbroken word (a path).
+LONG_NAME = "mask " + "from the segmentation of a long acquisition " * 3 + "/data/" + "x" * 120
+
+
+def settle(qtbot, seconds=0.3):
+    """Let Qt lay the dock out again (a resize takes a few event-loop turns)."""
+    from qtpy.QtWidgets import QApplication
+
+    QApplication.processEvents()
+    qtbot.wait(int(seconds * 1000))
+
+
+@pytest.mark.parametrize("name", ["Gaussian blur", "Compare backends"])
+def test_an_error_keeps_the_dock_width_and_notifies(make_napari_viewer, qtbot, name):
+    from napari.utils.notifications import notification_manager
+
+    viewer = make_napari_viewer(show=True)
+    # napari's test window (630 px) is shorter than the form itself: give it room.
+    viewer.window._qt_window.resize(1200, 1000)
+    layer = image_layer(viewer, shape=(20, 24))
+    bad = viewer.add_labels(np.ones((7, 7), int), name=LONG_NAME)  # there before the dock
+    dock_widget, widget = viewer.window.add_plugin_dock_widget(PLUGIN, name)
+    widget.image.value = layer
+    widget.mask.value = bad
+    settle(qtbot)
+    before = (dock_widget.width(), dock_widget.minimumSizeHint().width())
+    assert widget.mask.native.sizeHint().width() < 300  # a long name does not size it
+    widget.run_button.native.click()
+    settle(qtbot)
+    assert widget._worker is None and widget.status.value.startswith("error: mask 'mask from")
+    after = (dock_widget.width(), dock_widget.minimumSizeHint().width())
+    assert after[0] <= before[0] + 4 and after[1] <= before[1] + 4, (before, after)
+    # A short status that is shown whole (wrapped, not cut off at the top or bottom) ...
+    status = widget.status.native
+    assert status.wordWrap() and len(widget.status.value) <= 120
+    assert status.height() >= status.heightForWidth(status.width()), widget.status.value
+    # ... and the full text in its tooltip and in the notification.
+    assert LONG_NAME in widget.status.tooltip and "fits neither" in widget.status.tooltip
+    last = notification_manager.records[-1]
+    assert "fits neither" in last.message and LONG_NAME in last.message
+
+
+def test_the_result_stays_the_visible_top_layer_with_a_difference(viewer, qtbot):
+    layer = image_layer(viewer, shape=(20, 24))
+    widget = dock(viewer, "Gaussian blur")
+    widget.image.value = layer
+    widget.backend.value = "numba"
+    click_and_wait(qtbot, widget)  # first without a difference...
+    result = viewer.layers[-1]
+    widget.difference.value = True  # ...then with one: it goes below the result
+    click_and_wait(qtbot, widget)
+    assert widget.status.value.startswith("done"), widget.status.value
+    assert [lyr.name for lyr in viewer.layers][:1] == ["cells"] and len(viewer.layers) == 3
+    assert viewer.layers[-1] is result and result.visible
+    assert viewer.layers[-2].metadata[METADATA_KEY]["role"] == "result-difference"
+    assert viewer.layers.selection.active is result
+    widget.sigma.value = "1"
+    click_and_wait(qtbot, widget)  # an update keeps the order
+    assert viewer.layers[-1] is result and result.visible and len(viewer.layers) == 3
+
+
+def test_compare_puts_the_difference_below_result_a(viewer, qtbot):
+    layer = image_layer(viewer, shape=(20, 24))
+    widget = dock(viewer, "Compare backends")
+    widget.image.value = layer
+    widget.backend_a.value, widget.backend_b.value = "reference", "numba"
+    click_and_wait(qtbot, widget)
+    assert widget.status.value == "done", widget.status.value
+    result, diff = viewer.layers[-1], viewer.layers[-2]
+    assert result.metadata[METADATA_KEY]["role"] == "compare" and result.visible
+    assert diff.metadata[METADATA_KEY]["role"] == "compare-difference"
+
+
+@pytest.mark.parametrize("name", ["Gaussian blur", "Compare backends"])
+def test_every_field_has_a_one_line_tooltip(viewer, name):
+    widget = dock(viewer, name)
+    fields = list(widget)
+    assert len(fields) >= 15
+    for field in fields:
+        tip = field.tooltip
+        assert tip and tip.strip() and "\n" not in tip, field.name
+        assert field.native.toolTip() == tip, field.name  # what Qt shows on hover
+    for key in ("mode", "cval", "truncate", "precision", "accuracy", "mask", "mask_marks",
+                "nan_policy", "axes", "world_units", "sigma", "sigma_map"):  # fmt: skip
+        assert getattr(widget, key).tooltip, key

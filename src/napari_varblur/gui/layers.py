@@ -327,6 +327,8 @@ def publish(
 
     The difference is input minus result unless ``difference_data`` is given; its
     contrast is ``±difference_limit`` when given (e.g. computed off the GUI thread).
+    It goes directly below the result, so the result (what was asked for) stays the
+    visible top layer; hide the result to see the difference.
     """
     source = result.request.layer
     out = _upsert(viewer, source, role, result.data, result.name(), result.metadata(role), {})
@@ -344,7 +346,19 @@ def publish(
             result.metadata(f"{role}-difference"),
             {"colormap": DIFFERENCE_COLORMAP, "contrast_limits": (-limit, limit)},
         )
+        if viewer is not None:
+            _keep_below(viewer, diff_layer, out)
     return out, diff_layer
+
+
+def _keep_below(viewer, lower: Image, upper: Image) -> None:
+    """Move ``lower`` directly below ``upper`` if it is above it; ``upper`` stays the
+    selected layer."""
+    layers = viewer.layers
+    low, up = layers.index(lower), layers.index(upper)
+    if low > up:
+        layers.move(low, up)
+        layers.selection.active = upper
 
 
 def difference_stats(a, b) -> dict[str, float]:

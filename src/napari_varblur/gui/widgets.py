@@ -23,6 +23,7 @@ from magicgui.widgets import (
 from napari.layers import Image, Labels
 from napari.qt.threading import thread_worker
 from napari.utils.notifications import show_error, show_info
+from qtpy.QtWidgets import QComboBox, QSizePolicy
 
 from .. import backends
 from ..boundary import MODE_ALIASES, MODE_NAMES
@@ -35,6 +36,32 @@ if TYPE_CHECKING:
 
 #: The accuracy choices: the exact contract, or a tolerance (fraction of the range).
 ACCURACY = {"exact": None, "1e-3": 1e-3, "1e-4": 1e-4}
+
+#: What the status line says when hovered (an error's full text replaces it).
+STATUS_TIP = "what the last run did; errors also appear as a napari notification"
+#: The most characters of an error the status line shows (a few wrapped lines; the dock
+#: does not grow taller for a long error).  The full text is in its tooltip and in the
+#: notification.
+STATUS_CHARS = 100
+
+
+def wrapping(label: Label) -> Label:
+    """Let ``label`` wrap its text and never widen the dock: its width comes from the
+    dock, not from its text (a long word is cut off; the full text is in the tooltip)."""
+    native = label.native
+    native.setWordWrap(True)
+    native.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+    native.setMinimumWidth(0)
+    return label
+
+
+def shorten(text: str, limit: int = STATUS_CHARS) -> str:
+    """``text``, or its first ``limit`` characters cut at a space and marked '…'."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip() + " … (hover for all)"
 
 
 def parse_sigma(text: str) -> float | tuple[float, ...]:
@@ -71,8 +98,15 @@ class _BlurForm(Container):
         super().__init__(labels=True)
         self._viewer = viewer
         self._worker = None
-        self.image = create_widget(annotation=Image, label="image")
-        self.sigma_map = create_widget(annotation=Image | None, label="sigma map")
+        self.image = create_widget(
+            annotation=Image, label="image",
+            options={"tooltip": "the image layer to blur; it is left unchanged"},
+        )  # fmt: skip
+        self.sigma_map = create_widget(
+            annotation=Image | None, label="sigma map",
+            options={"tooltip": "optional layer giving each pixel its own sigma (times the "
+                     "sigma below); None blurs every pixel with the same sigma"},
+        )  # fmt: skip
         # Labels or Image layers (magicgui has no widget for a union of layer types).
         self.mask = ComboBox(
             choices=self._mask_layers, nullable=True, value=None, label="mask",
@@ -90,27 +124,52 @@ class _BlurForm(Container):
             tooltip="propagate: NaN and inf spread over their windows; omit: left out like "
             "masked pixels; raise: refuse an image with NaN or inf in valid pixels",
         )  # fmt: skip
-        self.sigma = LineEdit(value="2.0", label="sigma (× map)")
-        self.world_units = CheckBox(value=False, text="sigma in world units")
+        self.sigma = LineEdit(
+            value="2.0", label="sigma (× map)",
+            tooltip="blur width in pixels (one number, or one per axis: '1, 2'); with a "
+            "sigma map, each pixel's map value is multiplied by it",
+        )  # fmt: skip
+        self.world_units = CheckBox(
+            value=False, text="sigma in world units",
+            tooltip="read sigma in the layer's units (its scale, e.g. µm) instead of pixels",
+        )  # fmt: skip
         self.axes = ComboBox(
-            choices=[(label, key) for key, label in AXES_CHOICES.items()], value="2d", label="axes"
-        )
+            choices=[(label, key) for key, label in AXES_CHOICES.items()], value="2d",
+            label="axes",
+            tooltip="which axes are blurred: each 2-D plane on its own, whole 3-D volumes, "
+            "or every axis; the other axes (time, channels) are not blurred",
+        )  # fmt: skip
         self.mode = ComboBox(
-            choices=list(MODE_NAMES) + list(MODE_ALIASES), value="crop", label="mode"
-        )
-        self.cval = FloatSpinBox(value=0.0, min=-1e12, max=1e12, label="cval")
-        self.truncate = FloatSpinBox(value=3.0, min=0.1, max=50.0, step=0.5, label="truncate")
+            choices=list(MODE_NAMES) + list(MODE_ALIASES), value="crop", label="mode",
+            tooltip="what lies beyond the image edge: crop uses only pixels inside (no "
+            "darkened border); reflect, mirror, nearest, wrap or constant (cval) pad it",
+        )  # fmt: skip
+        self.cval = FloatSpinBox(
+            value=0.0, min=-1e12, max=1e12, label="cval",
+            tooltip="the value assumed outside the image in 'constant' mode (ignored otherwise)",
+        )  # fmt: skip
+        self.truncate = FloatSpinBox(
+            value=3.0, min=0.1, max=50.0, step=0.5, label="truncate",
+            tooltip="how far the blur reaches, in sigmas (3: radius 3 × sigma); larger is a "
+            "little more exact and slower",
+        )  # fmt: skip
         self.precision = ComboBox(
-            choices=["float32", "float64"], value="float32", label="precision"
-        )
+            choices=["float32", "float64"], value="float32", label="precision",
+            tooltip="number type of the computation and result: float32 is faster and "
+            "smaller, float64 more exact",
+        )  # fmt: skip
         self.accuracy = ComboBox(
             choices=list(ACCURACY), value="exact", label="accuracy",
             tooltip="sigma maps only: exact, or within 1e-3 / 1e-4 of the value range "
             "(mixes a few global blurs per pixel; much faster on smooth maps)",
         )  # fmt: skip
-        self.run_button = PushButton(text=self.run_text)
-        self.cancel_button = PushButton(text="Cancel", enabled=False)
-        self.status = Label(value="")
+        self.run_button = PushButton(
+            text=self.run_text, tooltip="start; the work runs in the background"
+        )
+        self.cancel_button = PushButton(
+            text="Cancel", enabled=False, tooltip="stop the running job; no layer is changed"
+        )
+        self.status = wrapping(Label(value="", label="status", tooltip=STATUS_TIP))
         self.extend(
             [
                 self.image,
@@ -132,6 +191,12 @@ class _BlurForm(Container):
                 self.status,
             ]
         )
+        for field in self:  # a long layer name must not widen the dock either
+            if isinstance(field.native, QComboBox):
+                field.native.setSizeAdjustPolicy(
+                    QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+                )
+                field.native.setMinimumContentsLength(12)
         self.run_button.changed.connect(self.run)
         self.cancel_button.changed.connect(self.cancel)
 
@@ -160,8 +225,11 @@ class _BlurForm(Container):
         )
 
     def fail(self, message: str) -> None:
-        self.status.value = f"error: {message}"
-        show_error(message)
+        """Show an error: a napari notification with the full text, and a short status
+        line that wraps and keeps the dock's size (its tooltip holds the full text)."""
+        self.status.value = shorten(f"error: {message}")
+        self.status.tooltip = f"error: {message}"
+        show_error(f"VarBlur: {message}")
 
     @property
     def busy(self) -> bool:
@@ -187,6 +255,7 @@ class _BlurForm(Container):
         self.run_button.enabled = False
         self.cancel_button.enabled = True
         self.status.value = "running..."
+        self.status.tooltip = STATUS_TIP
         worker.start()
 
     def _deliver(self, on_done, value) -> None:
@@ -212,8 +281,16 @@ class BlurWidget(_BlurForm):
     run_text = "Blur"
 
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
-        self.backend = ComboBox(choices=backend_choices(), value="auto", label="backend")
-        self.difference = CheckBox(value=False, text="add difference layer")
+        self.backend = ComboBox(
+            choices=backend_choices(), value="auto", label="backend",
+            tooltip="the engine that computes the blur (and the device it uses); auto: JAX "
+            "on a GPU, else Numba",
+        )  # fmt: skip
+        self.difference = CheckBox(
+            value=False, text="add difference layer",
+            tooltip="also add 'input minus result' as a layer below the result (hide the "
+            "result to see it)",
+        )  # fmt: skip
         super().__init__(viewer, [self.backend, self.difference])
         self.last_result = None
 
@@ -242,12 +319,20 @@ class CompareWidget(_BlurForm):
         choices = [c for c in backend_choices() if c[1] != "auto"]
         names = [name for _, name in choices]
         self.backend_a = ComboBox(
-            choices=choices, value="jax" if "jax" in names else names[0], label="backend A"
-        )
+            choices=choices, value="jax" if "jax" in names else names[0], label="backend A",
+            tooltip="the first engine; its result is added as a layer",
+        )  # fmt: skip
         self.backend_b = ComboBox(
-            choices=choices, value="numba" if "numba" in names else names[-1], label="backend B"
-        )
-        self.report = Label(value="", label="A vs B")
+            choices=choices, value="numba" if "numba" in names else names[-1],
+            label="backend B",
+            tooltip="the second engine; the layer 'A minus B' shows where they differ",
+        )  # fmt: skip
+        self.report = wrapping(
+            Label(
+                value="", label="A vs B",
+                tooltip="largest and RMS difference between the two results, and their times",
+            )
+        )  # fmt: skip
         super().__init__(viewer, [self.backend_a, self.backend_b])
         self.append(self.report)
         self.stats: dict[str, float] = {}
