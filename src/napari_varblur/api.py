@@ -23,6 +23,7 @@ def gaussian_blur(
     tolerance: float | None = None,
     mask: npt.ArrayLike | None = None,
     nan_policy: str = "propagate",
+    channel_axis: int | None = None,
 ) -> np.ndarray:
     """Gaussian blur with a global sigma or a per-pixel sigma map.
 
@@ -78,6 +79,11 @@ def gaussian_blur(
         ``"omit"``: non-finite pixels count as masked (a non-finite ``cval`` too).
         ``"raise"``: ``ValueError`` if a valid pixel (or a ``cval`` that constant mode
         reads) is NaN or inf; finite data is blurred as with ``"propagate"``.
+    channel_axis
+        The axis of colour or other channels (scikit-image's convention): never
+        blurred.  With ``axes=None`` every other axis is blurred; ``axes`` that include
+        it are a ``ValueError``.  A sigma map (or mask) may then omit that axis: it
+        applies to every channel.
 
     Returns
     -------
@@ -119,6 +125,7 @@ def gaussian_blur(
         tolerance=tolerance,
         mask=mask,
         nan_policy=nan_policy,
+        channel_axis=channel_axis,
     )
     spec = BlurSpec.from_args(image, sigma, **options)
     if spec.lazy:

@@ -17,7 +17,7 @@ from .spec import (
     NAN_POLICIES,
     map_for_axes,
     marked_pixels,
-    normalize_axes,
+    normalize_channel_axis,
     normalize_global_sigma,
     normalize_tolerance,
     scale_map,
@@ -200,6 +200,11 @@ def _add_blur_parser(sub) -> None:
     p.add_argument("--cval", type=float, default=0.0, help="value outside in constant mode")
     p.add_argument("--truncate", type=float, default=3.0, help="radius = ceil(truncate*sigma)")
     p.add_argument("--axes", type=int, nargs="+", help="axes to blur (default: all)")
+    p.add_argument(
+        "--channel-axis",
+        help="axis of colour or other channels, never blurred; 'none' for no such axis "
+        "(default: the samples axis of an RGB(A) TIFF, else none)",
+    )
     p.add_argument("--backend", default="auto", help="auto, numba, jax or reference")
     p.add_argument("--precision", default="float32", help="float32 or float64")
     p.add_argument(
@@ -243,6 +248,20 @@ def blur_command(args) -> int:
 _EXTRAS = {"distributed": "dask", "napari": "napari", "cupy": "cuda"}
 
 
+def _channel_argument(text: str | None, source) -> int | None:
+    """``--channel-axis``: an int, 'none', or (not given) an RGB(A) TIFF's samples axis."""
+    from .io import channel_axis_of
+
+    if text is None:
+        return channel_axis_of(source)
+    if text.lower() == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"channel_axis: expected an int or 'none', got {text!r}") from None
+
+
 def _tolerance_argument(text: str | None) -> float | None:
     """``--tolerance``: checked by the same normaliser as ``gaussian_blur``."""
     if text is None:
@@ -263,7 +282,10 @@ def _blur_files(args) -> int:
     if target.resolve() == source.resolve():
         raise ImageFileError("OUTPUT is the same file as INPUT; write to a new file")
     image, scale = read_image(source)
-    axes = normalize_axes(tuple(args.axes) if args.axes else None, image.ndim)
+    channel, axes = normalize_channel_axis(
+        _channel_argument(args.channel_axis, source), tuple(args.axes) if args.axes else None,
+        image.ndim,
+    )  # fmt: skip
     result = gaussian_blur(
         image,
         _sigma_argument(args, tuple(image.shape), scale, axes),
@@ -276,6 +298,7 @@ def _blur_files(args) -> int:
         tolerance=_tolerance_argument(args.tolerance),
         mask=_mask_argument(args, tuple(image.shape), axes),
         nan_policy=args.nan_policy,
+        channel_axis=channel,
     )
     if args.dtype == "same":
         result = _to_dtype(result, image.dtype)

@@ -63,6 +63,21 @@ def read_image(path: str | os.PathLike) -> tuple[object, tuple[float, ...] | Non
         raise ImageFileError(f"{str(path)!r}: could not read it as {kind}: {err}") from err
 
 
+def channel_axis_of(path: str | os.PathLike) -> int | None:
+    """The samples (colour) axis of an RGB(A) TIFF, or ``None`` (other formats too)."""
+    path = Path(path)
+    if file_format(path) != "tif" or not path.exists():
+        return None
+    import tifffile
+
+    try:
+        with tifffile.TiffFile(path) as tif:
+            axes = tif.series[0].axes
+    except Exception:  # read_image reports unreadable files
+        return None
+    return axes.index("S") if "S" in axes else None
+
+
 def _tiff_scale(tif, axes: str, shape: tuple[int, ...]) -> tuple[float, ...] | None:
     sizes: dict[str, float] = {}
     if tif.is_ome and tif.ome_metadata:

@@ -33,7 +33,7 @@ from .spec import (
     check_finite_values,
     check_image,
     map_layout,
-    normalize_axes,
+    normalize_channel_axis,
     normalize_cval,
     normalize_mask,
     normalize_modes,
@@ -41,6 +41,8 @@ from .spec import (
     normalize_radius,
     normalize_tolerance,
     normalize_truncate,
+    with_channel_axis,
+    without_channel,
 )
 
 __all__ = ["gaussian_blur"]
@@ -59,6 +61,7 @@ def gaussian_blur(
     tolerance: float | None = None,
     mask: jax.Array | np.ndarray | None = None,
     nan_policy: str = "propagate",
+    channel_axis: int | None = None,
 ) -> jax.Array:
     """Gaussian blur of a JAX array with a global sigma or a sigma map.
 
@@ -93,6 +96,9 @@ def gaussian_blur(
         valid taps, differentiable with respect to the image and the sigma map (the
         mask is a constant).  A traced mask is checked for dtype and shape only (any
         non-zero value is valid); ``nan_policy="raise"`` needs a concrete image.
+    channel_axis
+        As in :func:`napari_varblur.gaussian_blur`: never blurred; a sigma map or mask
+        may omit it.
 
     Returns
     -------
@@ -103,8 +109,13 @@ def gaussian_blur(
     check_image(np.dtype(image.dtype), image.ndim)
     if not jnp.issubdtype(image.dtype, jnp.floating):
         image = image.astype(jnp.float32)
-    blurred = normalize_axes(axes, image.ndim)
+    channel, blurred = normalize_channel_axis(channel_axis, axes, image.ndim)
     modes = normalize_modes(mode, len(blurred))
+    if channel is not None:
+        if isinstance(sigma, (jax.Array, np.ndarray)):
+            sigma = with_channel_axis(sigma, image.shape, len(blurred), channel)
+        if mask is not None:
+            mask = without_channel(mask, image.shape, channel)
     fill, truncate = normalize_cval(cval), normalize_truncate(truncate)
     options = dict(blurred=blurred, modes=modes, truncate=truncate, radius=radius,
                    max_radius=max_radius, tolerance=normalize_tolerance(tolerance))  # fmt: skip

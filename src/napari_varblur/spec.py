@@ -96,6 +96,61 @@ def normalize_axes(axes: object, ndim: int) -> tuple[int, ...]:
     return tuple(out)
 
 
+def normalize_channel_axis(
+    channel_axis: object, axes: object, ndim: int
+) -> tuple[int | None, tuple[int, ...]]:
+    """``channel_axis`` (never blurred; scikit-image's convention) as a non-negative
+    int or ``None``, and the blurred axes: ``axes``, or every other axis when ``axes``
+    is ``None``.  ``axes`` that include the channel axis are refused."""
+    if channel_axis is None:
+        return None, normalize_axes(axes, ndim)
+    if not isinstance(channel_axis, numbers.Integral) or isinstance(channel_axis, bool):
+        raise TypeError(f"channel_axis: expected an int or None, got {channel_axis!r}")
+    if not -ndim <= channel_axis < ndim:
+        raise ValueError(f"channel_axis: axis {channel_axis} is out of range for a {ndim}-D image")
+    channel = int(channel_axis) % ndim
+    if axes is None:
+        return channel, tuple(a for a in range(ndim) if a != channel)
+    blurred = normalize_axes(axes, ndim)
+    if channel in blurred:
+        raise ValueError(
+            f"axes: {axes!r} includes the channel axis {channel} (channel_axis is never "
+            "blurred); leave it out of axes"
+        )
+    return channel, blurred
+
+
+def with_channel_axis(sigma: Any, image_shape: tuple[int, ...], naxes: int, channel: int) -> Any:
+    """A sigma map given without the channel axis, with a length-1 axis there (so it
+    broadcasts over the channels); a map that already fits is returned as it is."""
+    try:
+        map_layout(tuple(sigma.shape), image_shape, naxes)
+        return sigma
+    except ValueError:
+        pass
+    ndim = len(image_shape)
+    per_axis = sigma.ndim == ndim and sigma.shape[-1] == naxes  # the channel left out
+    if sigma.ndim != ndim - 1 and not per_axis:
+        return sigma  # the caller's shape check reports it
+    # The map's leading axes are the image's without the channel (a per-axis map keeps
+    # its trailing axis last).
+    return sigma.reshape(sigma.shape[:channel] + (1,) + sigma.shape[channel:])
+
+
+def without_channel(mask: Any, image_shape: tuple[int, ...], channel: int) -> Any:
+    """A mask given without the channel axis, with a length-1 axis there, unless it
+    already broadcasts to the image."""
+    arr = mask if is_dask_array(mask) or isinstance(mask, np.ndarray) else np.asarray(mask)
+    try:
+        np.broadcast_shapes(tuple(arr.shape), image_shape)
+        return arr
+    except ValueError:
+        pass
+    if arr.ndim != len(image_shape) - 1:
+        return arr  # normalize_mask reports it
+    return arr.reshape(arr.shape[:channel] + (1,) + arr.shape[channel:])
+
+
 def normalize_modes(mode: object, naxes: int) -> tuple[Mode, ...]:
     """Return one :class:`~napari_varblur.boundary.Mode` per blurred axis."""
     if isinstance(mode, (str, Mode)):
@@ -325,7 +380,9 @@ def map_layout(map_shape: tuple[int, ...], image_shape: tuple[int, ...], naxes: 
     raise ValueError(
         f"sigma: a sigma map of shape {tuple(map_shape)} does not fit an image of shape "
         f"{tuple(image_shape)}; expected a shape that broadcasts to {tuple(image_shape)} "
-        f"(one sigma per pixel) or {tuple(image_shape) + (naxes,)} (one per pixel and axis)"
+        f"(one sigma per pixel) or {tuple(image_shape) + (naxes,)} (one per pixel and axis); "
+        "a map for one channel of a multichannel image: pass channel_axis= (the map may "
+        "then omit that axis), or give it a length-1 axis there (e.g. map[..., None])"
     )
 
 
@@ -551,10 +608,11 @@ class BlurSpec:
         tolerance: object = None,
         mask: object = None,
         nan_policy: object = "propagate",
+        channel_axis: object = None,
     ) -> BlurSpec:
         """Validate the arguments of :func:`napari_varblur.gaussian_blur`."""
         arr = normalize_image(image)
-        blurred = normalize_axes(axes, arr.ndim)
+        channel, blurred = normalize_channel_axis(channel_axis, axes, arr.ndim)
         k = len(blurred)
         modes = normalize_modes(mode, k)
         fill = normalize_cval(cval)
@@ -564,8 +622,12 @@ class BlurSpec:
         name = normalize_backend(backend)
         tol = normalize_tolerance(tolerance)
         policy = normalize_nan_policy(nan_policy)
+        if channel is not None and mask is not None:
+            mask = without_channel(mask, tuple(arr.shape), channel)
         valid = normalize_mask(mask, tuple(arr.shape))
 
+        if channel is not None and (is_dask_array(sigma) or isinstance(sigma, np.ndarray)):
+            sigma = with_channel_axis(sigma, tuple(arr.shape), k, channel)
         sig, smap, isotropic, sigma_max = _normalize_sigma(sigma, tuple(arr.shape), k, rad)
         check_radii(tuple(arr.shape), blurred, modes, trunc, sigma_max, radius=rad, maps=smap)
         if policy == "raise":
