@@ -40,6 +40,9 @@ def test_demo_runs_every_backend_and_passes(command):
     assert all(row.rstrip().endswith("| yes |") for row in rows[1:])
     assert len(rows) == 1 + 2 * 3  # header + 3 backends x 2 precisions
     assert "all backends meet the contract" in out.stdout
+    # A fresh process compiles its JAX programs: the first calls say so.
+    assert all("(compiled)" in row.split("|")[4] for row in rows[1:] if "| jax |" in row)
+    assert "(compiled): the first call compiled kernels" in out.stdout
 
 
 def test_demo_exit_code_reports_a_broken_tolerance(monkeypatch):
@@ -91,3 +94,20 @@ def test_version_help_defaults_and_missing_extras(capsys, monkeypatch, tmp_path)
     args = ["blur", str(tmp_path / "in.npy"), str(tmp_path / "out.npy"), "--sigma", "1"]
     assert cli.main([*args, "--scheduler", "tcp://127.0.0.1:1"]) == 1
     assert "pip install 'napari-varblur[dask]'" in capsys.readouterr().err
+
+
+def test_first_run_says_it_compiled(tmp_path):
+    """With an empty Numba cache `varblur blur` says it compiled kernels; the next run,
+    reading the cache, does not."""
+    np.save(tmp_path / "line.npy", np.arange(50, dtype=np.float32))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+
+    def run(name):
+        command = [sys.executable, "-m", "napari_varblur", "blur", str(tmp_path / "line.npy"),
+                   str(tmp_path / name), "--sigma", "2", "--backend", "numba"]  # fmt: skip
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+
+    first, second = run("a.npy"), run("b.npy")
+    assert first.returncode == 0 and second.returncode == 0
+    assert "compiled kernels (first run only" in first.stderr
+    assert "compiled" not in second.stderr

@@ -1,7 +1,8 @@
 """Backends: each turns a valid :class:`~napari_varblur.spec.BlurSpec` into an array.
 
 A backend module exposes ``blur(spec) -> numpy.ndarray`` (dtype ``spec.precision``),
-``describe() -> str`` (version and device) and ``device_name() -> str``.  Modules are
+``describe() -> str`` (version and device), ``device_name() -> str`` and
+``compiles() -> int`` (kernels compiled so far in this process).  Modules are
 imported on first use, so a missing optional package only matters when its backend is
 asked for.
 """
@@ -65,6 +66,13 @@ def blur(spec, pad_floor: tuple[int, ...] | None = None):
         fused = getattr(module, "masked", None) if plan is None else None
         return masked.blur(spec, run, share_batch=plan is None, fused=fused)
     return run(spec)
+
+
+def compiles(name: str) -> int:
+    """Kernels the backend compiled so far in this process (0 for ``reference``): a
+    caller compares counts around a call to say that it compiled (first run only)."""
+    module = load(resolve(name))
+    return module.compiles() if hasattr(module, "compiles") else 0
 
 
 def resolve(name: str) -> str:

@@ -46,6 +46,22 @@ def describe() -> str:
     return f"jax {jax.__version__}, {devices}"
 
 
+_COMPILES = [0]
+
+
+def _count_compile(event: str, duration: float, **kwargs) -> None:
+    if event == "/jax/core/compile/backend_compile_duration":
+        _COMPILES[0] += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(_count_compile)
+
+
+def compiles() -> int:
+    """How many XLA programs this process compiled so far."""
+    return _COMPILES[0]
+
+
 def device_name() -> str:
     d = jax.devices()[0]
     # "cpu", or the platform and the card ("gpu:NVIDIA H200"); never "cpu:cpu".

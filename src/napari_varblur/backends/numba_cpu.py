@@ -48,6 +48,12 @@ def device_name() -> str:
     return f"cpu ({numba.get_num_threads()} threads)"
 
 
+def compiles() -> int:
+    """How many kernels this process compiled so far (not read from Numba's cache)."""
+    kernels = [v for v in globals().values() if isinstance(v, numba.core.dispatcher.Dispatcher)]
+    return sum(sum(k.stats.cache_misses.values()) for k in kernels)
+
+
 def blur(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray:
     # Kernels write only into new arrays, so the input is read in place when it already
     # has the working dtype; an untouched image is copied (never the caller's array).
