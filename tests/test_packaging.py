@@ -87,3 +87,29 @@ def test_wheel_ships_the_manifest_and_is_discovered(tmp_path):
     ).stdout
     assert out.splitlines()[0].startswith(str(target))
     assert "['Compare backends', 'Gaussian blur']" in out
+
+
+def test_plain_install_runs_varblur_blur_on_a_tiff(tmp_path):
+    """Issue 11: after `pip install .` alone (no extras) the batch command reads and
+    writes TIFF (dask, tifffile and zarr are base dependencies).  A fresh venv, from
+    pip's wheel cache where the test install filled it."""
+    import numpy as np
+
+    tifffile = pytest.importorskip("tifffile")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(ROOT)],
+                         capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    image = np.zeros((20, 24, 3), np.uint8)
+    image[..., 0] = 200
+    tifffile.imwrite(tmp_path / "in.tif", image, photometric="rgb")
+    out = subprocess.run(
+        [str(venv / "bin" / "varblur"), "blur", str(tmp_path / "in.tif"),
+         str(tmp_path / "out.tif"), "--sigma", "1.5", "--dtype", "same"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    result = tifffile.imread(tmp_path / "out.tif")
+    assert result.shape == image.shape and result.dtype == np.uint8
+    assert result[..., 1:].max() == 0 and (result[..., 0] == 200).all()  # channels apart
