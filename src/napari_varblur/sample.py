@@ -57,7 +57,13 @@ def defocus_sample_layers() -> list[tuple]:
         (image, {"name": "varblur cells", "colormap": "gray"}, "image"),
         (
             sigma_map,
-            {"name": "varblur sigma map", "colormap": "viridis", "visible": False},
+            {
+                "name": "varblur sigma map",
+                "colormap": "viridis",
+                "visible": False,
+                # tagged (as in napari_varblur.gui.layers) so the blur widget preselects it
+                "metadata": {"napari_varblur": {"role": "sigma-map", "kind": "sample"}},
+            },
             "image",
         ),
     ]

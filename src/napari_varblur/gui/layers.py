@@ -40,6 +40,9 @@ METADATA_KEY = "napari_varblur"
 #: NumPy layers bigger than this get a lazy result (one dask chunk per plane).
 LAZY_BYTES = 512 * 2**20
 DIFFERENCE_COLORMAP = "PiYG"
+#: ``metadata[METADATA_KEY]["role"]`` of a sigma map made by the sample or the
+#: "Make sigma map" widget; the blur widget preselects such a map.
+SIGMA_MAP_ROLE = "sigma-map"
 #: What a mask's non-zero pixels mark: the pixels to use, or the pixels to leave out.
 MASK_MARKS = {"valid": "valid pixels", "invalid": "invalid pixels"}
 
@@ -566,3 +569,34 @@ def _axes_after(axes: tuple[int, ...], index: tuple) -> tuple[int, ...]:
     """Axis numbers once the integer indices in ``index`` have removed their axes."""
     removed = [i for i, ix in enumerate(index) if isinstance(ix, int)]
     return tuple(a - sum(r < a for r in removed) for a in axes)
+
+
+def is_sigma_map(layer: object) -> bool:
+    """Whether ``layer`` is an Image layer tagged as a sigma map (by the sample or the
+    "Make sigma map" widget)."""
+    if not isinstance(layer, Image):
+        return False
+    info = layer.metadata.get(METADATA_KEY)
+    return isinstance(info, dict) and info.get("role") == SIGMA_MAP_ROLE
+
+
+def map_fits(sigma_map: Layer, image: Layer) -> bool:
+    """Whether the map layer's shape fits the image layer: it broadcasts to the image
+    (same number of axes) or it has the shape of the image's last two (Y, X) axes."""
+    if sigma_map is image or sigma_map.multiscale or image.multiscale:
+        return False
+    shape, target = tuple(sigma_map.data.shape), tuple(image.data.shape)
+    if len(shape) == len(target) and all(s in (1, n) for s, n in zip(shape, target)):
+        return True
+    spatial = target[-3:-1] if getattr(image, "rgb", False) else target[-2:]
+    return shape == spatial
+
+
+def fitting_sigma_map(layers: Sequence[Layer], image: Layer | None) -> Image | None:
+    """The topmost tagged sigma map in ``layers`` that fits ``image``, or None."""
+    if image is None:
+        return None
+    for layer in reversed(list(layers)):
+        if is_sigma_map(layer) and map_fits(layer, image):
+            return layer
+    return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import napari
+from qtpy.QtWidgets import QApplication
 
 from .layers import blur_layer
 
@@ -16,10 +17,13 @@ def open_demo_viewer(viewer: napari.Viewer | None = None, *, run: bool = True):
     viewer.open_sample("napari-varblur", "defocus")
     cells, sigma_map = viewer.layers["varblur cells"], viewer.layers["varblur sigma map"]
     _, widget = viewer.window.add_plugin_dock_widget("napari-varblur", "Gaussian blur")
-    widget.image.value = cells
-    widget.sigma_map.value = sigma_map
+    widget.image.value = cells  # the sample's map is tagged: the widget preselects it
     widget.sigma.value = "1.0"
     blur_layer(cells, 1.0, sigma_map, viewer=viewer)
+    # The dock narrows the canvas: fit the image to what is left of it once Qt has laid
+    # the window out again (else its left and right edges are cut off).
+    QApplication.processEvents()
+    viewer.reset_view()
     if run:
         napari.run()
     return viewer, widget

@@ -28,7 +28,16 @@ from qtpy.QtWidgets import QComboBox, QSizePolicy
 from .. import backends
 from ..boundary import MODE_ALIASES, MODE_NAMES
 from ..spec import NAN_POLICIES
-from .layers import AXES_CHOICES, MASK_MARKS, LayerBlur, difference_stats, publish
+from .layers import (
+    AXES_CHOICES,
+    MASK_MARKS,
+    LayerBlur,
+    difference_stats,
+    fitting_sigma_map,
+    is_sigma_map,
+    map_fits,
+    publish,
+)
 
 if TYPE_CHECKING:
     import napari
@@ -98,6 +107,7 @@ class _BlurForm(Container):
         super().__init__(labels=True)
         self._viewer = viewer
         self._worker = None
+        self._known_maps: set[int] = set()  # ids of the tagged sigma maps seen so far
         self.image = create_widget(
             annotation=Image, label="image",
             options={"tooltip": "the image layer to blur; it is left unchanged"},
@@ -199,6 +209,32 @@ class _BlurForm(Container):
                 field.native.setMinimumContentsLength(12)
         self.run_button.changed.connect(self.run)
         self.cancel_button.changed.connect(self.cancel)
+        self.image.changed.connect(lambda _value: self._preselect_map(image_changed=True))
+
+    def reset_choices(self, *args: Any) -> None:
+        """Refresh the layer choices (napari calls this when layers come and go), then
+        preselect a sigma map that was just added."""
+        super().reset_choices(*args)
+        self._preselect_map()
+
+    def _preselect_map(self, image_changed: bool = False) -> None:
+        """Choose a tagged sigma map (made by the sample or "Make sigma map") that fits
+        the image, when the image changes or such a map appears.  A map the user chose
+        that is not tagged is left alone."""
+        if self._viewer is None:
+            return
+        layers = self._viewer.layers
+        tagged = {id(layer) for layer in layers if is_sigma_map(layer)}
+        new = tagged - self._known_maps
+        self._known_maps = tagged
+        if not (image_changed or new):
+            return
+        current, image = self.sigma_map.value, self.image.value
+        if current is not None and not is_sigma_map(current):
+            return
+        if current is not None and not new and image is not None and map_fits(current, image):
+            return
+        self.sigma_map.value = fitting_sigma_map(layers, image)
 
     def _mask_layers(self, _widget=None) -> list[tuple[str, Any]]:
         """The viewer's Labels and Image layers, as the mask's choices."""
