@@ -688,3 +688,18 @@ def test_every_field_has_a_one_line_tooltip(viewer, name):
     for key in ("mode", "cval", "truncate", "precision", "accuracy", "mask", "mask_marks",
                 "nan_policy", "axes", "world_units", "sigma", "sigma_map"):  # fmt: skip
         assert getattr(widget, key).tooltip, key
+
+
+def test_status_says_when_a_run_compiled_kernels(make_napari_viewer, qtbot):
+    """Issue 11 item 8: a run that compiled (JAX, a shape this process has not seen)
+    says so in the status; the same run again does not."""
+    viewer = make_napari_viewer()
+    layer = viewer.add_image(np.random.default_rng(5).random((23, 29)), name="odd")
+    widget = dock(viewer, "Gaussian blur")
+    widget.image.value = layer
+    widget.backend.value = "jax"
+    widget.sigma.value = "1.37"
+    click_and_wait(qtbot, widget)
+    assert widget.status.value.endswith("including compiling kernels (first run only)")
+    click_and_wait(qtbot, widget)
+    assert widget.status.value.startswith("done in") and "compiling" not in widget.status.value

@@ -162,6 +162,7 @@ class LayerBlur:
         out = np.empty(self.image.shape, dtype=np.dtype(self.options["precision"]))
         resolved = backends.resolve(self.options["backend"])
         options = dict(self.options, backend=resolved)
+        compiled = backends.compiles(resolved)
         for done, index in enumerate(chunks, start=1):
             sigma, mask = self.sigma, self.mask
             if isinstance(sigma, np.ndarray) and index:
@@ -172,7 +173,9 @@ class LayerBlur:
             out[index] = gaussian_blur(self.image[index], sigma, axes=axes, mask=mask, **options)
             yield done
         elapsed = time.perf_counter() - start
-        return BlurResult(self, out, resolved, backends.load(resolved).device_name(), elapsed)
+        device = backends.load(resolved).device_name()
+        return BlurResult(self, out, resolved, device, elapsed,
+                          compiled=backends.compiles(resolved) > compiled)  # fmt: skip
 
     def compute(self) -> BlurResult:
         """Run to the end on this thread."""
@@ -205,6 +208,7 @@ class BlurResult:
     backend: str
     device: str
     seconds: float
+    compiled: bool = False  # the run compiled kernels (first run only)
 
     def metadata(self, role: str) -> dict[str, Any]:
         return {

@@ -343,7 +343,10 @@ class BlurWidget(_BlurForm):
     def _done(self, result) -> None:
         publish(result, self._viewer, difference=self.difference.value)
         self.last_result = result
-        self.status.value = f"done in {result.seconds:.3f} s on {result.backend} ({result.device})"
+        compiled = ", including compiling kernels (first run only)" if result.compiled else ""
+        self.status.value = (
+            f"done in {result.seconds:.3f} s on {result.backend} ({result.device}){compiled}"
+        )
 
 
 class CompareWidget(_BlurForm):
