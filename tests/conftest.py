@@ -35,3 +35,21 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, precision: str, image
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+# ------------------------------------------------------------------- napari helpers
+
+#: The plugin's npe2 name.
+PLUGIN = "napari-varblur"
+
+
+@pytest.fixture
+def viewer(make_napari_viewer):
+    """A real napari viewer (napari's pytest plugin provides ``make_napari_viewer``)."""
+    return make_napari_viewer()
+
+
+def dock(viewer, name: str):
+    """Open one of the plugin's dock widgets by its display name; return the widget."""
+    _, widget = viewer.window.add_plugin_dock_widget(PLUGIN, name)
+    return widget

@@ -10,21 +10,10 @@ napari = pytest.importorskip("napari")
 from napari.layers import Image, Labels, Points  # noqa: E402
 from qtpy.QtCore import QTimer  # noqa: E402
 
+from conftest import PLUGIN, dock  # noqa: E402
 from napari_varblur import blur_layer, gaussian_blur  # noqa: E402
 from napari_varblur.gui.layers import METADATA_KEY, LayerBlur  # noqa: E402
 from napari_varblur.spec import is_dask_array  # noqa: E402
-
-PLUGIN = "napari-varblur"
-
-
-@pytest.fixture
-def viewer(make_napari_viewer):
-    return make_napari_viewer()
-
-
-def dock(viewer, name):
-    _, widget = viewer.window.add_plugin_dock_widget(PLUGIN, name)
-    return widget
 
 
 def click_and_wait(qtbot, widget, button=None, timeout=120_000):

@@ -8,21 +8,11 @@ import pytest
 
 napari = pytest.importorskip("napari")
 
+from conftest import PLUGIN, dock  # noqa: E402
 from napari_varblur import sigma_maps  # noqa: E402
 from napari_varblur.gui.layers import METADATA_KEY, SIGMA_MAP_ROLE, is_sigma_map  # noqa: E402
 
-PLUGIN = "napari-varblur"
 SCALE, TRANSLATE = (2.0, 0.5, 0.5), (4.0, -1.0, 3.0)
-
-
-@pytest.fixture
-def viewer(make_napari_viewer):
-    return make_napari_viewer()
-
-
-def dock(viewer, name):
-    _, widget = viewer.window.add_plugin_dock_widget(PLUGIN, name)
-    return widget
 
 
 def stack_layers(viewer):

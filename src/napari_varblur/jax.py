@@ -33,6 +33,8 @@ from .spec import (
     check_finite_values,
     check_image,
     map_layout,
+    map_with_channel_axis,
+    mask_with_channel_axis,
     normalize_channel_axis,
     normalize_cval,
     normalize_mask,
@@ -41,8 +43,6 @@ from .spec import (
     normalize_radius,
     normalize_tolerance,
     normalize_truncate,
-    with_channel_axis,
-    without_channel,
 )
 
 __all__ = ["gaussian_blur"]
@@ -113,9 +113,9 @@ def gaussian_blur(
     modes = normalize_modes(mode, len(blurred))
     if channel is not None:
         if isinstance(sigma, (jax.Array, np.ndarray)):
-            sigma = with_channel_axis(sigma, image.shape, len(blurred), channel)
+            sigma = map_with_channel_axis(sigma, image.shape, len(blurred), channel)
         if mask is not None:
-            mask = without_channel(mask, image.shape, channel)
+            mask = mask_with_channel_axis(mask, image.shape, channel)
     fill, truncate = normalize_cval(cval), normalize_truncate(truncate)
     options = dict(blurred=blurred, modes=modes, truncate=truncate, radius=radius,
                    max_radius=max_radius, tolerance=normalize_tolerance(tolerance))  # fmt: skip

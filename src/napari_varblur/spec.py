@@ -120,7 +120,9 @@ def normalize_channel_axis(
     return channel, blurred
 
 
-def with_channel_axis(sigma: Any, image_shape: tuple[int, ...], naxes: int, channel: int) -> Any:
+def map_with_channel_axis(
+    sigma: Any, image_shape: tuple[int, ...], naxes: int, channel: int
+) -> Any:
     """A sigma map given without the channel axis, with a length-1 axis there (so it
     broadcasts over the channels); a map that already fits is returned as it is."""
     try:
@@ -137,7 +139,7 @@ def with_channel_axis(sigma: Any, image_shape: tuple[int, ...], naxes: int, chan
     return sigma.reshape(sigma.shape[:channel] + (1,) + sigma.shape[channel:])
 
 
-def without_channel(mask: Any, image_shape: tuple[int, ...], channel: int) -> Any:
+def mask_with_channel_axis(mask: Any, image_shape: tuple[int, ...], channel: int) -> Any:
     """A mask given without the channel axis, with a length-1 axis there, unless it
     already broadcasts to the image."""
     arr = mask if is_dask_array(mask) or isinstance(mask, np.ndarray) else np.asarray(mask)
@@ -623,11 +625,11 @@ class BlurSpec:
         tol = normalize_tolerance(tolerance)
         policy = normalize_nan_policy(nan_policy)
         if channel is not None and mask is not None:
-            mask = without_channel(mask, tuple(arr.shape), channel)
+            mask = mask_with_channel_axis(mask, tuple(arr.shape), channel)
         valid = normalize_mask(mask, tuple(arr.shape))
 
         if channel is not None and (is_dask_array(sigma) or isinstance(sigma, np.ndarray)):
-            sigma = with_channel_axis(sigma, tuple(arr.shape), k, channel)
+            sigma = map_with_channel_axis(sigma, tuple(arr.shape), k, channel)
         sig, smap, isotropic, sigma_max = _normalize_sigma(sigma, tuple(arr.shape), k, rad)
         check_radii(tuple(arr.shape), blurred, modes, trunc, sigma_max, radius=rad, maps=smap)
         if policy == "raise":
