@@ -2,7 +2,8 @@
 
 One written contract (``docs/contract.md``) and three backends that meet it:
 ``reference`` (float64 NumPy), ``numba`` (parallel CPU) and ``jax`` (XLA, GPU when
-present).  The JAX-native, differentiable entry point is :mod:`napari_varblur.jax`.
+present).  The JAX-native, differentiable entry point is :mod:`napari_varblur.jax`;
+:func:`fit_sigma_map` estimates a sigma map from a sharp and a blurred image.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 
 __all__ = [
     "BackendUnavailableError",
+    "SigmaFit",
     "__version__",
     "available_backends",
     "blur_layer",
+    "fit_sigma_map",
     "gaussian_blur",
 ]
 
@@ -32,4 +35,9 @@ def __getattr__(name: str):
         from .gui.layers import blur_layer
 
         return blur_layer
+    # Fitting needs optax and compiles JAX programs: imported on first use too.
+    if name in ("fit_sigma_map", "SigmaFit"):
+        from . import fit
+
+        return getattr(fit, name)
     raise AttributeError(f"module 'napari_varblur' has no attribute {name!r}")

@@ -67,3 +67,68 @@ def defocus_sample_layers() -> list[tuple]:
             "image",
         ),
     ]
+
+
+def focus_pair_sample(
+    shape: tuple[int, ...] = (112, 136),
+    sigma_range: tuple[float, float] = (0.7, 3.0),
+    noise: float = 0.01,
+    seed: int = 0,
+    per_axis: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A sharp and a blurred image of one textured scene, and the true sigma map.
+
+    The scene has blobs and lines on a noisy background, values roughly in ``[0, 1]``.
+    The blurred image is the scene blurred (``mode="crop"``, the reference backend) with
+    a smooth map spanning ``sigma_range`` (a tilt plus a bump), plus Gaussian noise of
+    standard deviation ``noise`` times the blurred image's value range.  This is the
+    test scene of :func:`napari_varblur.fit_sigma_map`.
+
+    Parameters
+    ----------
+    shape
+        2-D or 3-D shape.
+    sigma_range
+        Smallest and largest sigma of the true map, in pixels.
+    noise
+        Noise level as a fraction of the blurred image's value range.
+    seed
+        Seed of the random generator (the sample is deterministic).
+    per_axis
+        Make one map per axis (trailing axis): the first axis gets the map above, the
+        others the same map mirrored, so sigma differs between axes.
+
+    Returns
+    -------
+    sharp, blurred, sigma_map : numpy.ndarray
+        float32; ``sigma_map`` has ``shape``, or ``shape + (ndim,)`` when ``per_axis``.
+    """
+    from .api import gaussian_blur  # the sample module is imported by napari: stay light
+
+    rng = np.random.default_rng(seed)
+    grid = np.meshgrid(*[np.arange(n, dtype=np.float64) for n in shape], indexing="ij")
+    unit = [g / max(n - 1, 1) for g, n in zip(grid, shape)]  # each axis in [0, 1]
+    scene = 0.15 + 0.05 * rng.standard_normal(shape)
+    for _ in range(max(8, int(np.prod(shape)) // 600)):
+        centre = [rng.uniform(0, n) for n in shape]
+        width = rng.uniform(1.5, 4.0)
+        d2 = sum((g - c) ** 2 for g, c in zip(grid, centre))
+        scene += rng.uniform(0.3, 0.8) * np.exp(-d2 / (2 * width**2))
+    for _ in range(6):  # lines (planes in 3-D) at random orientations
+        normal = rng.standard_normal(len(shape))
+        normal /= np.linalg.norm(normal)
+        offset = rng.uniform(-0.3, 0.3) * min(shape)
+        d = sum(nv * (g - n / 2) for nv, g, n in zip(normal, grid, shape)) - offset
+        scene += 0.4 * np.exp(-(d**2) / 2.0)
+    lo, hi = sigma_range
+    bump = np.exp(-sum((u - 0.65) ** 2 for u in unit) / 0.08)
+    smooth = 0.6 * unit[-1] + 0.4 * bump
+    smooth = (smooth - smooth.min()) / (smooth.max() - smooth.min())
+    sigma = lo + (hi - lo) * smooth
+    if per_axis:
+        mirrored = lo + (hi - lo) * smooth[(slice(None, None, -1),) * len(shape)]
+        sigma = np.stack([sigma] + [mirrored] * (len(shape) - 1), axis=-1)
+    sharp = scene.astype(np.float32)
+    blurred = gaussian_blur(scene, sigma, mode="crop", backend="reference")
+    blurred = blurred + noise * np.ptp(blurred) * rng.standard_normal(shape)
+    return sharp, blurred.astype(np.float32), sigma.astype(np.float32)

@@ -308,6 +308,36 @@ def check_finite_values(
         )
 
 
+# ------------------------------------------------------------ fit_sigma_map
+
+
+def normalize_number(name: str, value: object, minimum: float = 0.0, strict: bool = True) -> float:
+    """A finite real number above ``minimum`` (or at least it, when not ``strict``)."""
+    ok = _is_number(value) and math.isfinite(float(value))
+    ok = ok and (float(value) > minimum if strict else float(value) >= minimum)
+    if not ok:
+        relation = ">" if strict else ">="
+        raise ValueError(f"{name}: must be a finite number {relation} {minimum:g}, got {value!r}")
+    return float(value)
+
+
+def check_image_pair(sharp: object, blurred: object) -> tuple[np.ndarray, np.ndarray]:
+    """Two real, non-empty arrays of one shape (``fit_sigma_map``'s images), as NumPy."""
+    arrays = []
+    for name, value in (("sharp", sharp), ("blurred", blurred)):
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"{name}: dtype {arr.dtype} is not supported; use a real array")
+        if arr.ndim == 0 or arr.size == 0:
+            raise ValueError(f"{name}: needs at least one axis and one pixel, shape {arr.shape}")
+        arrays.append(arr)
+    if arrays[0].shape != arrays[1].shape:
+        raise ValueError(
+            f"blurred: shape {arrays[1].shape} differs from sharp's shape {arrays[0].shape}"
+        )
+    return arrays[0], arrays[1]
+
+
 def normalize_precision(precision: object) -> np.dtype:
     try:
         dtype = np.dtype(precision)

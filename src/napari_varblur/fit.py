@@ -1,0 +1,470 @@
+"""Estimate a sigma map from a sharp and a blurred image of the same scene.
+
+:func:`fit_sigma_map` fits ``blurred ~ gaussian_blur(sharp, sigma_map)`` by L-BFGS
+(optax) through the differentiable JAX-native blur (:mod:`napari_varblur.jax`), on the
+GPU when JAX has one.
+
+The map is a smooth tensor-product cubic B-spline on a control grid (one node every
+``spacing`` pixels along each blurred axis), passed through a logistic function so that
+every sigma lies in ``(0, max_sigma)``; a thin-plate-like penalty on the nodes' second
+differences (``smoothness``) keeps nodes that the data barely sees close to their
+neighbours.  Because the blur is a gather (each output pixel uses its own sigma), the
+model's sensitivity to the map is one Jacobian-vector product; it gives each pixel's
+standard error, and the map is NaN where that error is large (no texture: the blur is
+not observable there).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import jax as vjax
+from .spec import (
+    _is_number,
+    check_finite_values,
+    check_image_pair,
+    normalize_axes,
+    normalize_mask,
+    normalize_modes,
+    normalize_nan_policy,
+    normalize_number,
+    normalize_truncate,
+)
+
+__all__ = ["SigmaFit", "fit_sigma_map", "fit_sigma_map_steps"]
+
+
+@dataclass(frozen=True)
+class SigmaFit:
+    """The result of :func:`fit_sigma_map`.
+
+    Attributes
+    ----------
+    sigma_map
+        The fitted sigma (pixels), the image's shape (batch axes share one map), or with
+        a trailing axis per blurred axis when ``per_axis``; NaN where the blur is not
+        observable (``~observable``).
+    model_map
+        The map the model used everywhere (finite; where not observable it is the
+        smooth continuation of its neighbours): pass this one to ``gaussian_blur``.
+    residual
+        ``blurred - gaussian_blur(sharp, model_map)``, float32, NaN at invalid pixels.
+    stderr
+        Standard error of the fitted sigma at each pixel (pixels, same shape as the
+        map): the noise level (from the residual) over the local sensitivity of the
+        model to sigma, summed over the pixels one control node sees.
+    observable
+        Boolean map: ``stderr <= max_error * model_map``.
+    loss
+        The objective after each step (data term plus penalty), float64.
+    noise
+        Estimated standard deviation of the noise in ``blurred`` (from the residual).
+    steps, converged, seconds
+        L-BFGS steps taken, whether the relative change fell below ``tol``, wall time.
+    """
+
+    sigma_map: np.ndarray
+    model_map: np.ndarray
+    residual: np.ndarray
+    stderr: np.ndarray
+    observable: np.ndarray
+    loss: np.ndarray
+    noise: float
+    steps: int
+    converged: bool
+    seconds: float = field(default=0.0)
+
+
+def fit_sigma_map(
+    sharp: np.ndarray,
+    blurred: np.ndarray,
+    *,
+    max_sigma: float,
+    mode: str = "crop",
+    truncate: float = 3.0,
+    axes: int | tuple[int, ...] | None = None,
+    mask: np.ndarray | None = None,
+    nan_policy: str = "raise",
+    per_axis: bool = False,
+    spacing: float = 16.0,
+    smoothness: float = 1e-3,
+    max_steps: int = 150,
+    tol: float = 1e-6,
+    max_error: float = 0.1,
+    callback: Callable[[int, float], object] | None = None,
+) -> SigmaFit:
+    """Estimate the sigma map that blurs ``sharp`` into ``blurred``.
+
+    Fits ``blurred ~ gaussian_blur(sharp, sigma_map, mode=mode, truncate=truncate)``
+    (least squares over the valid pixels) with a smooth, positive map: see
+    :mod:`napari_varblur.fit` for the model.
+
+    Parameters
+    ----------
+    sharp, blurred
+        Real arrays of one shape: the sharper and the blurrier image of one scene.
+    max_sigma
+        Largest sigma the map may take (pixels, > 0); sets the blur's radius
+        ``ceil(truncate * max_sigma)`` and so the cost.  Choose it above the largest
+        sigma you expect: the map stays below it.
+    mode, truncate, axes
+        As in :func:`napari_varblur.gaussian_blur`.  Axes not blurred are batch axes
+        (channels, time points): they share one map, fitted to all of them.
+    mask
+        Optional boolean (or 0/1) mask, True = valid, broadcasting to the images: an
+        invalid pixel is left out of ``sharp``'s blur (normalised convolution) and of
+        the fit.
+    nan_policy
+        ``"raise"`` (default): a NaN or inf in a valid pixel of either image is a
+        ValueError.  ``"omit"``: such pixels become invalid.  (``"propagate"`` is not
+        accepted: a NaN would stop the fit.)
+    per_axis
+        Fit one map per blurred axis (returned with a trailing axis), for blur that
+        differs along, e.g., Y and X.
+    spacing
+        Distance between the control nodes of the map (pixels, >= 1): the finest detail
+        the map can have.  Smaller is more detailed and noisier.
+    smoothness
+        Weight (>= 0) of the penalty on the nodes' second differences, relative to the
+        data term (which is normalised by the blurred image's variance).
+    max_steps, tol
+        L-BFGS stops after ``max_steps`` steps, or when the objective's relative change
+        is below ``tol`` over two steps in a row.
+    max_error
+        A pixel is observable when its standard error is at most ``max_error`` times its
+        sigma; elsewhere ``sigma_map`` is NaN.
+    callback
+        Called as ``callback(step, loss)`` after each step; returning True stops early.
+
+    Returns
+    -------
+    SigmaFit
+        ``sigma_map``, ``model_map``, ``residual``, ``stderr``, ``observable``,
+        ``loss`` (history) and more: see :class:`SigmaFit`.
+
+    Examples
+    --------
+    >>> from napari_varblur import fit_sigma_map
+    >>> from napari_varblur.sample import focus_pair_sample
+    >>> sharp, blurred, truth = focus_pair_sample()
+    >>> fit = fit_sigma_map(sharp, blurred, max_sigma=4)
+    >>> fit.sigma_map.shape
+    (112, 136)
+    """
+    steps = fit_sigma_map_steps(
+        sharp, blurred, max_sigma=max_sigma, mode=mode, truncate=truncate, axes=axes,
+        mask=mask, nan_policy=nan_policy, per_axis=per_axis, spacing=spacing,
+        smoothness=smoothness, max_steps=max_steps, tol=tol, max_error=max_error,
+    )  # fmt: skip
+    stop = None
+    while True:
+        try:
+            step, loss = steps.send(stop)
+        except StopIteration as done:
+            return done.value
+        stop = callback is not None and callback(step, loss) is True
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def _valid(sharp, blurred, mask, policy, modes) -> np.ndarray:
+    """True where a pixel is valid in both images (a new array, the images' shape)."""
+    valid = normalize_mask(mask, sharp.shape)
+    valid = np.ones(sharp.shape, bool) if valid is None else np.broadcast_to(valid, sharp.shape)
+    for name, image in (("sharp", sharp), ("blurred", blurred)):
+        if policy == "raise":
+            try:
+                check_finite_values(image, valid, modes, 0.0)
+            except ValueError as error:
+                raise ValueError(str(error).replace("image:", f"{name}:", 1)) from None
+        elif image.dtype.kind == "f":
+            valid = valid & np.isfinite(image)
+    if not valid.any():
+        raise ValueError("mask: no pixel is valid in both images; nothing to fit")
+    return np.array(valid)
+
+
+# -------------------------------------------------------------------------- the model
+
+
+def _bspline(t: np.ndarray) -> np.ndarray:
+    """The cubic B-spline kernel (support [-2, 2], partition of unity)."""
+    a = np.abs(t)
+    return np.where(a < 1, 2 / 3 - a**2 + a**3 / 2, np.where(a < 2, (2 - a) ** 3 / 6, 0.0))
+
+
+def control_basis(n: int, spacing: float) -> np.ndarray:
+    """``(n, m)`` matrix: pixel values of ``m`` cubic B-spline nodes along one axis.
+
+    ``m - 3`` intervals of about ``spacing`` pixels cover ``[0, n - 1]`` exactly; one
+    extra node beyond each end keeps the spline free at the border.
+    """
+    if n == 1:
+        return np.ones((1, 1))
+    intervals = max(1, round((n - 1) / spacing))
+    h = (n - 1) / intervals
+    nodes = (np.arange(intervals + 3) - 1) * h
+    return _bspline((np.arange(n)[:, None] - nodes[None, :]) / h)
+
+
+@dataclass(frozen=True)
+class _Model:
+    """Everything static about a fit (hashable): one set of compiled programs each.
+
+    The arrays (images, mask, the B-spline bases) are arguments of the programs, so a
+    second fit of the same shape and settings (a napari re-run) compiles nothing.
+    """
+
+    shape: tuple[int, ...]
+    blurred_axes: tuple[int, ...]
+    nodes: tuple[int, ...]  # control nodes along each blurred axis
+    per_axis: bool
+    max_sigma: float
+    modes: tuple
+    truncate: float
+    masked: bool  # False: every pixel valid (the blur skips the normaliser)
+    smoothness: float
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        return self.nodes + ((len(self.nodes),) if self.per_axis else ())
+
+    @property
+    def max_radius(self) -> int:
+        return math.ceil(self.truncate * self.max_sigma)
+
+    def options(self, mask) -> dict:
+        """The blur's keywords (the mask when the fit has one)."""
+        return dict(mode=self.modes, truncate=self.truncate, axes=self.blurred_axes,
+                    mask=mask if self.masked else None)  # fmt: skip
+
+    def sigma(self, u: jax.Array, bases) -> jax.Array:
+        """Node values -> the map as the blur takes it (image-shaped, batch axes
+        broadcast, a trailing axis per blurred axis when ``per_axis``)."""
+        for i, basis in enumerate(bases):
+            u = jnp.moveaxis(jnp.tensordot(basis, u, axes=(1, i)), 0, i)
+        s = self.max_sigma * jax.nn.sigmoid(u)
+        lead = tuple(1 if a not in self.blurred_axes else n for a, n in enumerate(self.shape))
+        tail = s.shape[len(bases) :]
+        return jnp.broadcast_to(s.reshape(lead + tail), self.shape + tail)
+
+    def blur(self, sharp, sigma, mask):
+        return vjax.gaussian_blur(sharp, sigma, max_radius=self.max_radius, **self.options(mask))
+
+
+def _penalty(u: jax.Array, k: int) -> jax.Array:
+    """Mean squared second difference of the nodes along each grid axis."""
+    total = jnp.zeros((), u.dtype)
+    for axis in range(k):
+        if u.shape[axis] >= 3:
+            total = total + jnp.mean(jnp.diff(u, n=2, axis=axis) ** 2)
+    return total
+
+
+# ---------------------------------------------------------------------------- fitting
+
+
+def fit_sigma_map_steps(
+    sharp, blurred, *, max_sigma, mode="crop", truncate=3.0, axes=None, mask=None,
+    nan_policy="raise", per_axis=False, spacing=16.0, smoothness=1e-3, max_steps=150,
+    tol=1e-6, max_error=0.1,
+) -> Iterator[tuple[int, float]]:  # fmt: skip
+    """:func:`fit_sigma_map` as a generator: yields ``(step, loss)`` after each step and
+    returns the :class:`SigmaFit` (``StopIteration.value``); ``send(True)`` stops early
+    (the napari widget runs it in a thread, with progress and cancel).
+
+    Arguments are validated when the generator is made, not at the first ``next``.
+    """
+    sharp, blurred = check_image_pair(sharp, blurred)
+    max_sigma = normalize_number("max_sigma", max_sigma)
+    spacing = normalize_number("spacing", spacing, 1.0, strict=False)
+    smoothness = normalize_number("smoothness", smoothness, strict=False)
+    max_error = normalize_number("max_error", max_error)
+    tol = normalize_number("tol", tol, strict=False)
+    if not _is_number(max_steps) or int(max_steps) != max_steps or max_steps < 1:
+        raise ValueError(f"max_steps: must be an integer >= 1, got {max_steps!r}")
+    if not isinstance(per_axis, (bool, np.bool_)):
+        raise TypeError(f"per_axis: expected True or False, got {per_axis!r}")
+    blurred_axes = normalize_axes(axes, sharp.ndim)
+    modes = normalize_modes(mode, len(blurred_axes))
+    truncate = normalize_truncate(truncate)
+    policy = normalize_nan_policy(nan_policy)
+    if policy == "propagate":
+        raise ValueError(
+            "nan_policy: 'propagate' cannot fit (a NaN would reach every step); use 'raise' "
+            "or 'omit'"
+        )
+    valid = _valid(sharp, blurred, mask, policy, modes)
+    bases = tuple(control_basis(sharp.shape[a], spacing) for a in blurred_axes)
+    model = _Model(
+        shape=sharp.shape,
+        blurred_axes=blurred_axes,
+        nodes=tuple(b.shape[1] for b in bases),
+        per_axis=bool(per_axis),
+        max_sigma=max_sigma,
+        modes=modes,
+        truncate=truncate,
+        # A full mask would cost a second blur (the normaliser): only when needed.
+        masked=not valid.all(),
+        smoothness=smoothness,
+    )
+    return _run(model, sharp, blurred, valid, bases, int(max_steps), tol, max_error)
+
+
+def _run(model, sharp, blurred, valid, bases, max_steps, tol, max_error):
+    start = time.perf_counter()
+    scale = float(np.std(blurred[valid])) or 1.0
+    # Both images over one scale: the blur is linear, the objective unit-free.
+    data = {
+        "bases": tuple(jnp.asarray(b, jnp.float32) for b in bases),
+        "x": jnp.asarray(np.where(valid, sharp / scale, 0), jnp.float32),
+        "y": jnp.asarray(np.where(valid, blurred / scale, 0), jnp.float32),
+        "weight": jnp.asarray(valid / valid.sum(), jnp.float32),
+        "mask": jnp.asarray(valid),
+    }
+    u = _initial_nodes(model, np.asarray(data["x"]), np.asarray(data["y"]), valid)
+    optimiser, step, outputs = _programs(model)
+    # optax's initial state holds weakly typed scalars, the updated one does not: make
+    # them strong now, or the step would compile twice.
+    state = jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.result_type(leaf)),
+                         optimiser.init(u))  # fmt: skip
+    history, converged, calm = [], False, 0
+    for i in range(max_steps):
+        u, state, value = step(u, state, data)
+        history.append(float(value))
+        small = len(history) > 1 and abs(history[-2] - history[-1]) <= tol * abs(history[-2])
+        calm = calm + 1 if small else 0
+        converged = calm >= 2  # one short L-BFGS step is not convergence
+        if (yield i + 1, history[-1]) is True or converged:
+            break
+    sigma, fitted, sensitivity, value = outputs(u, data)
+    history.append(float(value))
+    fitted = np.asarray(fitted, np.float64) * scale
+    sensitivity = np.asarray(sensitivity, np.float64) * scale
+    return _result(model, bases, blurred, valid, (sigma, fitted, sensitivity), u.size,
+                   history, converged, max_error, start)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=8)
+def _programs(model: _Model) -> tuple:
+    """The optimiser, one compiled L-BFGS step and the compiled final outputs."""
+    import optax  # imported here: only fitting needs it
+
+    k = len(model.nodes)
+
+    def objective(u, data):
+        r = model.blur(data["x"], model.sigma(u, data["bases"]), data["mask"]) - data["y"]
+        return jnp.sum(data["weight"] * r * r) + model.smoothness * _penalty(u, k)
+
+    optimiser = optax.lbfgs()
+    value_and_grad = optax.value_and_grad_from_state(objective)
+
+    @jax.jit
+    def step(u, state, data):
+        value, grad = value_and_grad(u, data=data, state=state)
+        updates, state = optimiser.update(grad, state, u, value=value, grad=grad,
+                                          value_fn=objective, data=data)  # fmt: skip
+        return optax.apply_updates(u, updates), state, value
+
+    @jax.jit
+    def outputs(u, data):
+        """The map, the model image and ``J = d blur(x, sigma)(p) / d sigma(p)`` (one
+        per axis map when ``per_axis``, stacked first), and the objective.
+
+        The blur is a gather (each output pixel depends on its own sigma only), so the
+        Jacobian is diagonal and one JVP with a tangent of ones gives all of it.
+        """
+        sigma = model.sigma(u, data["bases"])
+
+        def blur(s):
+            return model.blur(data["x"], s, data["mask"])
+
+        if model.per_axis:
+            ones = [jnp.zeros_like(sigma).at[..., i].set(1) for i in range(sigma.shape[-1])]
+        else:
+            ones = [jnp.ones_like(sigma)]
+        fitted, js = blur(sigma), [jax.jvp(blur, (sigma,), (t,))[1] for t in ones]
+        return sigma, fitted, jnp.stack(js), objective(u, data)
+
+    return optimiser, step, outputs
+
+
+def _initial_nodes(model: _Model, sharp, blurred, valid) -> jax.Array:
+    """Every node at the best global sigma of a coarse scan, kept off the bounds.
+
+    The scan runs the engine's global blur on the CPU (Numba): no compile of its own.
+    """
+    from .api import gaussian_blur
+
+    trial = np.linspace(0.05, 0.95, 10)
+    options = model.options(valid)
+
+    def misfit(fraction: float) -> float:
+        out = gaussian_blur(sharp, fraction * model.max_sigma, backend="numba", **options)
+        return float(np.sum(np.where(valid, (out - blurred) ** 2, 0)))
+
+    best = min(trial, key=misfit)
+    return jnp.full(model.grid, np.log(best / (1 - best)), jnp.float32)
+
+
+def _result(model, bases, blurred, valid, outputs, size, history, converged, max_error,
+            start):  # fmt: skip
+    sigma, fitted, sensitivity = outputs
+    residual = np.where(valid, blurred - fitted, np.nan).astype(np.float32)
+    dof = max(1.0, float(valid.sum()) - size)
+    noise = float(np.sqrt(np.nansum(residual.astype(np.float64) ** 2) / dof))
+    model_map = np.array(sigma, dtype=np.float32)
+    stderr = _stderr(model, bases, sensitivity, valid, noise)
+    observable = stderr <= max_error * model_map
+    return SigmaFit(
+        sigma_map=np.where(observable, model_map, np.nan).astype(np.float32),
+        model_map=model_map,
+        residual=residual,
+        stderr=stderr,
+        observable=observable,
+        loss=np.asarray(history, np.float64),
+        noise=noise,
+        steps=len(history) - 1,
+        converged=converged,
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _stderr(model: _Model, bases, sensitivity: np.ndarray, valid, noise: float) -> np.ndarray:
+    """Each pixel's standard error: ``noise / sqrt(sum_q F(p, q) J(q)^2)``.
+
+    ``F`` is the squared B-spline footprint of the node nearest ``p``, so the sum is the
+    information a local fit of that node has (noise only: not the bias of a map that
+    varies faster than the node spacing).  Batch axes add their information.
+    """
+    out = []
+    for j in sensitivity:
+        info = np.where(valid, j**2, 0.0)
+        info = info.sum(axis=tuple(a for a in range(info.ndim) if a not in model.blurred_axes))
+        for i, basis in enumerate(bases):
+            info = np.moveaxis(np.tensordot(_footprint(basis), info, axes=(1, i)), 0, i)
+        with np.errstate(divide="ignore"):
+            out.append(noise / np.sqrt(info))
+    err = np.stack(out, axis=-1) if model.per_axis else out[0]
+    lead = tuple(1 if a not in model.blurred_axes else n for a, n in enumerate(model.shape))
+    tail = err.shape[len(bases) :]
+    return np.broadcast_to(err.reshape(lead + tail), model.shape + tail).astype(np.float32)
+
+
+def _footprint(basis: np.ndarray) -> np.ndarray:
+    """``(n, n)``: how much pixel ``q`` informs the node nearest ``p`` (squared B-spline
+    of the node through ``p``, peak 1)."""
+    if basis.shape[0] == 1:
+        return np.ones((1, 1))
+    nearest = basis.argmax(axis=1)
+    weights = basis[:, nearest].T  # row p: node nearest p, at every pixel q
+    return (weights / weights.max(axis=1, keepdims=True)) ** 2

@@ -1,0 +1,217 @@
+"""fit_sigma_map: the issue's accuracy targets against the true map of a synthetic scene,
+per-axis, 3-D and batch fits, unobservable regions, masks and NaN, and bad input.
+
+Real fits compile JAX programs (seconds each), so each fit runs once per module and
+several tests read it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from napari_varblur import fit_sigma_map, gaussian_blur
+from napari_varblur.fit import control_basis, fit_sigma_map_steps
+from napari_varblur.sample import focus_pair_sample
+
+BORDER = 4  # "away from a thin border"
+
+
+def inner(shape):
+    return tuple(slice(BORDER, n - BORDER) for n in shape)
+
+
+def relative_errors(fitted, truth, region):
+    return (fitted[region] - truth[region]) / truth[region]
+
+
+@pytest.fixture(scope="module")
+def scene():
+    """The issue's scene: 112x136 blobs and lines on noise, map in [0.7, 3], 1% noise."""
+    return focus_pair_sample((112, 136), sigma_range=(0.7, 3.0), noise=0.01, seed=0)
+
+
+@pytest.fixture(scope="module")
+def scene_fit(scene):
+    sharp, blurred, _ = scene
+    copies = sharp.copy(), blurred.copy()
+    fit = fit_sigma_map(sharp, blurred, max_sigma=4.0)
+    # Inputs are never modified.
+    np.testing.assert_array_equal(sharp, copies[0])
+    np.testing.assert_array_equal(blurred, copies[1])
+    return fit
+
+
+def test_meets_the_accuracy_targets(scene, scene_fit):
+    _, _, truth = scene
+    rel = relative_errors(scene_fit.model_map, truth, inner(truth.shape))
+    assert np.median(np.abs(rel)) <= 0.04
+    assert np.sqrt(np.mean(rel**2)) <= 0.08
+    assert scene_fit.converged and scene_fit.steps >= 5
+    assert scene_fit.loss[-1] < 0.5 * scene_fit.loss[0]
+
+
+def test_outputs_agree_with_each_other(scene, scene_fit):
+    sharp, blurred, truth = scene
+    fit = scene_fit
+    assert fit.sigma_map.shape == fit.model_map.shape == fit.stderr.shape == truth.shape
+    assert fit.sigma_map.dtype == np.float32 and fit.observable.dtype == bool
+    assert 0 < fit.model_map.min() and fit.model_map.max() < 4.0
+    # The map is NaN exactly where it is not observable, the model's map elsewhere.
+    np.testing.assert_array_equal(np.isnan(fit.sigma_map), ~fit.observable)
+    np.testing.assert_array_equal(fit.sigma_map[fit.observable], fit.model_map[fit.observable])
+    np.testing.assert_array_equal(fit.observable, fit.stderr <= 0.1 * fit.model_map)
+    assert fit.observable.mean() > 0.95  # textured everywhere: nearly all observable
+    # The residual is the data minus the model, checked with another backend.
+    model = gaussian_blur(sharp, fit.model_map, backend="numba", precision="float64")
+    np.testing.assert_allclose(fit.residual, blurred - model, atol=2e-5)
+    # The noise estimate finds the 1% of the range that the scene added.
+    clean = gaussian_blur(sharp, truth, backend="reference")
+    assert fit.noise == pytest.approx(0.01 * np.ptp(clean), rel=0.15)
+
+
+def test_standard_error_is_calibrated(scene, scene_fit):
+    """Where the map is smooth the error is noise: about one standard error."""
+    _, _, truth = scene
+    region = inner(truth.shape)
+    z = (scene_fit.model_map[region] - truth[region]) / scene_fit.stderr[region]
+    assert 0.4 < np.sqrt(np.mean(z**2)) < 2.5
+
+
+def test_untextured_region_is_not_observable():
+    """A flat half carries no blur information: NaN there, a fit on the textured half;
+    a NaN in the data is left out under nan_policy='omit', a masked block too."""
+    sharp, _, truth = focus_pair_sample((40, 72), sigma_range=(1.0, 2.5), seed=5)
+    sharp[:, 40:] = 0.2
+    rng = np.random.default_rng(5)
+    blurred = gaussian_blur(sharp, truth, backend="reference") + 0.01 * rng.standard_normal(
+        sharp.shape
+    )
+    blurred[10, 10] = np.nan
+    mask = np.ones(sharp.shape, bool)
+    mask[20:26, 20:26] = False
+    blurred[20:26, 20:26] = 1e6  # garbage under the mask must not matter
+    fit = fit_sigma_map(sharp, blurred.astype(np.float32), max_sigma=3.5, spacing=12,
+                        mask=mask, nan_policy="omit")  # fmt: skip
+    assert np.isnan(fit.sigma_map[:, 58:]).all()
+    assert np.isinf(fit.stderr[:, 62:]).all() or (fit.stderr[:, 62:] > 1).all()
+    textured = (slice(BORDER, 36), slice(BORDER, 30))
+    assert not np.isnan(fit.sigma_map[textured]).any()
+    rel = relative_errors(fit.model_map, truth, textured)
+    assert np.median(np.abs(rel)) <= 0.06
+    assert np.isnan(fit.residual[10, 10]) and np.isnan(fit.residual[20:26, 20:26]).all()
+    assert np.isfinite(fit.model_map).all()
+
+
+def test_per_axis_fits_a_map_per_axis():
+    sharp, blurred, truth = focus_pair_sample((40, 48), sigma_range=(0.8, 2.5), per_axis=True)
+    fit = fit_sigma_map(sharp, blurred, max_sigma=3.5, spacing=12, per_axis=True)
+    assert fit.model_map.shape == fit.stderr.shape == (40, 48, 2)
+    region = inner(truth.shape[:2])
+    for axis in range(2):
+        rel = relative_errors(fit.model_map[..., axis], truth[..., axis], region)
+        assert np.median(np.abs(rel)) <= 0.08, axis
+    # The two axes' maps differ as the truth's do (mirror images of each other).
+    diff_fit = fit.model_map[..., 0] - fit.model_map[..., 1]
+    diff_true = truth[..., 0] - truth[..., 1]
+    assert np.corrcoef(diff_fit[region].ravel(), diff_true[region].ravel())[0, 1] > 0.9
+
+
+def test_volume():
+    sharp, blurred, truth = focus_pair_sample((8, 24, 24), sigma_range=(0.8, 2.0), seed=2)
+    fit = fit_sigma_map(sharp, blurred, max_sigma=2.5, spacing=8, max_steps=60)
+    assert fit.model_map.shape == (8, 24, 24)
+    region = (slice(2, 6), slice(BORDER, 20), slice(BORDER, 20))
+    rel = relative_errors(fit.model_map, truth, region)
+    assert np.median(np.abs(rel)) <= 0.08
+
+
+def test_batch_axes_share_one_map_and_callback_stops():
+    """Two scenes blurred by one map fit one map; a callback returning True stops."""
+    a_sharp, a_blurred, truth = focus_pair_sample((32, 40), sigma_range=(0.8, 2.0), seed=3)
+    b_sharp = focus_pair_sample((32, 40), seed=4)[0]
+    b_blurred = gaussian_blur(b_sharp, truth, backend="reference")
+    sharp, blurred = np.stack([a_sharp, b_sharp]), np.stack([a_blurred, b_blurred])
+    seen = []
+    fit = fit_sigma_map(sharp, blurred, max_sigma=3.0, spacing=10, axes=(1, 2),
+                        callback=lambda step, loss: seen.append(step) or step == 4)  # fmt: skip
+    assert seen == [1, 2, 3, 4] and fit.steps == 4 and not fit.converged
+    assert fit.model_map.shape == (2, 32, 40)
+    np.testing.assert_array_equal(fit.model_map[0], fit.model_map[1])
+    assert fit.loss.shape == (5,)
+    # Run to the end, through the generator this time.
+    steps = fit_sigma_map_steps(sharp, blurred, max_sigma=3.0, spacing=10, axes=(1, 2))
+    with pytest.raises(StopIteration) as done:
+        while True:
+            next(steps)
+    full = done.value.value
+    rel = relative_errors(full.model_map[0], truth, inner(truth.shape))
+    assert np.median(np.abs(rel)) <= 0.06
+
+
+def test_control_basis_is_a_partition_of_unity():
+    for n, spacing in [(1, 16), (2, 16), (40, 12), (137, 16), (5, 1)]:
+        basis = control_basis(n, spacing)
+        assert basis.shape[0] == n and basis.min() >= 0
+        np.testing.assert_allclose(basis.sum(axis=1), 1, atol=1e-12)
+
+
+# ---------------------------------------------------------------------- bad input
+
+
+@pytest.fixture
+def pair(rng):
+    return rng.random((12, 14)).astype(np.float32), rng.random((12, 14)).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "match"),
+    [
+        (dict(blurred=np.zeros((12, 15))), ValueError, r"^blurred: shape \(12, 15\) differs"),
+        (dict(sharp=np.zeros((0, 14))), ValueError, "^sharp: needs at least one"),
+        (dict(sharp=np.array(["a"] * 14)), TypeError, "^sharp: dtype"),
+        (dict(max_sigma=0), ValueError, "^max_sigma: must be a finite number > 0"),
+        (dict(max_sigma=-1.0), ValueError, "^max_sigma: "),
+        (dict(max_sigma=float("nan")), ValueError, "^max_sigma: "),
+        (dict(max_sigma="2"), ValueError, "^max_sigma: "),
+        (dict(spacing=0.5), ValueError, "^spacing: must be a finite number >= 1"),
+        (dict(smoothness=-1), ValueError, "^smoothness: "),
+        (dict(max_error=0), ValueError, "^max_error: "),
+        (dict(max_steps=0), ValueError, "^max_steps: "),
+        (dict(max_steps=2.5), ValueError, "^max_steps: "),
+        (dict(per_axis="yes"), TypeError, "^per_axis: "),
+        (dict(mode="blur"), ValueError, "mode"),
+        (dict(truncate=0), ValueError, "^truncate: "),
+        (dict(axes=5), ValueError, "^axes: "),
+        (dict(nan_policy="ignore"), ValueError, "^nan_policy: unknown"),
+        (dict(nan_policy="propagate"), ValueError, "^nan_policy: 'propagate' cannot fit"),
+        (dict(mask=np.ones((3, 3), bool)), ValueError, "^mask: shape"),
+        (dict(mask=np.zeros((12, 14), bool)), ValueError, "^mask: no pixel is valid"),
+    ],
+)
+def test_bad_input_names_the_argument(pair, change, error, match):
+    args = dict(sharp=pair[0], blurred=pair[1], max_sigma=2.0) | change
+    with pytest.raises(error, match=match):
+        fit_sigma_map_steps(**args)  # validation happens before any step
+
+
+@pytest.mark.parametrize("name", ["sharp", "blurred"])
+def test_non_finite_values_need_a_mask_or_omit(pair, name):
+    images = dict(sharp=pair[0].copy(), blurred=pair[1].copy())
+    images[name][3, 4] = np.inf
+    with pytest.raises(ValueError, match=rf"^{name}: nan_policy='raise'.*non-finite"):
+        fit_sigma_map_steps(**images, max_sigma=2.0)
+    mask = np.ones((12, 14), bool)
+    mask[3, 4] = False
+    fit_sigma_map_steps(**images, max_sigma=2.0, mask=mask)  # accepted: masked out
+    fit_sigma_map_steps(**images, max_sigma=2.0, nan_policy="omit")
+
+
+def test_import_stays_light():
+    """``import napari_varblur`` does not import optax (fitting is loaded on first use)."""
+    code = "import sys, napari_varblur; print('optax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
