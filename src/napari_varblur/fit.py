@@ -232,7 +232,6 @@ class _Model:
     modes: tuple
     truncate: float
     masked: bool  # False: every pixel valid (the blur skips the normaliser)
-    smoothness: float
 
     @property
     def grid(self) -> tuple[int, ...]:
@@ -315,12 +314,11 @@ def fit_sigma_map_steps(
         truncate=truncate,
         # A full mask would cost a second blur (the normaliser): only when needed.
         masked=not valid.all(),
-        smoothness=smoothness,
     )
-    return _run(model, sharp, blurred, valid, bases, int(max_steps), tol, max_error)
+    return _run(model, sharp, blurred, valid, bases, smoothness, int(max_steps), tol, max_error)
 
 
-def _run(model, sharp, blurred, valid, bases, max_steps, tol, max_error):
+def _run(model, sharp, blurred, valid, bases, smoothness, max_steps, tol, max_error):
     start = time.perf_counter()
     scale = float(np.std(blurred[valid])) or 1.0
     # Both images over one scale: the blur is linear, the objective unit-free.
@@ -330,6 +328,7 @@ def _run(model, sharp, blurred, valid, bases, max_steps, tol, max_error):
         "y": jnp.asarray(np.where(valid, blurred / scale, 0), jnp.float32),
         "weight": jnp.asarray(valid / valid.sum(), jnp.float32),
         "mask": jnp.asarray(valid),
+        "smoothness": jnp.asarray(smoothness, jnp.float32),  # data: no recompile per value
     }
     u = _initial_nodes(model, np.asarray(data["x"]), np.asarray(data["y"]), valid)
     optimiser, step, outputs = _programs(model)
@@ -363,7 +362,7 @@ def _programs(model: _Model) -> tuple:
 
     def objective(u, data):
         r = model.blur(data["x"], model.sigma(u, data["bases"]), data["mask"]) - data["y"]
-        return jnp.sum(data["weight"] * r * r) + model.smoothness * _penalty(u, k)
+        return jnp.sum(data["weight"] * r * r) + data["smoothness"] * _penalty(u, k)
 
     optimiser = optax.lbfgs()
     value_and_grad = optax.value_and_grad_from_state(objective)
