@@ -132,3 +132,38 @@ def focus_pair_sample(
     blurred = gaussian_blur(scene, sigma, mode="crop", backend="reference")
     blurred = blurred + noise * np.ptp(blurred) * rng.standard_normal(shape)
     return sharp, blurred.astype(np.float32), sigma.astype(np.float32)
+
+
+#: Names of the sample's layers.
+SHARP_NAME = "focus pair sharp"
+BLURRED_NAME = "focus pair blurred"
+TRUTH_NAME = "focus pair true sigma map"
+
+
+def focus_pair_sample_layers() -> list[tuple]:
+    """napari sample data: a sharp and a blurred image of one scene, and the true map.
+
+    The true sigma map is hidden and is deliberately *not* tagged with the sigma-map
+    role that the blur widget preselects: it is the answer to compare the estimate with,
+    so the map the blur widget offers is always the one the fit produced, never the
+    ground truth by accident.  Its metadata names it as the sample's true map instead.
+
+    Returns napari ``LayerData`` tuples.
+    """
+    sharp, blurred, truth = focus_pair_sample()
+    high = float(truth.max())
+    return [
+        (sharp, {"name": SHARP_NAME, "colormap": "gray"}, "image"),
+        (blurred, {"name": BLURRED_NAME, "colormap": "gray"}, "image"),
+        (
+            truth,
+            {
+                "name": TRUTH_NAME,
+                "colormap": "viridis",
+                "contrast_limits": (0.0, high if high > 0 else 1.0),
+                "visible": False,
+                "metadata": {"napari_varblur": {"role": "true-sigma-map", "kind": "sample"}},
+            },
+            "image",
+        ),
+    ]

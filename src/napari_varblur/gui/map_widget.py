@@ -21,12 +21,11 @@ from magicgui.widgets import (
     Table,
 )
 from napari.layers import Image, Labels
-from napari.utils.notifications import show_error
 from qtpy.QtWidgets import QComboBox
 
 from .. import sigma_maps
 from .layers import METADATA_KEY, SIGMA_MAP_ROLE
-from .widgets import STATUS_TIP, shorten, wrapping
+from .widgets import STATUS_TIP, show_failure, wrapping
 
 if TYPE_CHECKING:
     import napari
@@ -338,8 +337,5 @@ class SigmaMapWidget(Container):
         return out
 
     def fail(self, message: str) -> None:
-        """Show an error as the blur widget does: a notification with the full text and
-        a short wrapping status (its tooltip holds the full text)."""
-        self.status.value = shorten(f"error: {message}")
-        self.status.tooltip = f"error: {message}"
-        show_error(f"VarBlur: {message}")
+        """Show an error as the blur widget does (notification and status line)."""
+        show_failure(self.status, message)

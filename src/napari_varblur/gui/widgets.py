@@ -98,7 +98,70 @@ def backend_choices() -> list[tuple[str, str]]:
     return choices
 
 
-class _BlurForm(Container):
+class Threaded:
+    """The threaded run every dock widget shares: one worker at a time, progress in the
+    activity dock and the status line, Cancel between pieces, errors shown (never
+    raised into Qt's event loop).  Subclasses set ``_worker = None`` and have
+    ``status``, ``run_button`` and ``cancel_button``."""
+
+    _worker = None
+
+    def fail(self, message: str) -> None:
+        """Show an error: a napari notification with the full text, and a short status
+        line that wraps and keeps the dock's size (its tooltip holds the full text)."""
+        show_failure(self.status, message)
+
+    @property
+    def busy(self) -> bool:
+        return self._worker is not None
+
+    def cancel(self, _value=None) -> None:
+        if self._worker is not None:
+            self._worker.quit()
+            self.status.value = "cancelling..."
+
+    def _start(self, work, total: int, on_done, *, desc: str = "VarBlur", progress=None,
+               starting: str = "running...") -> None:  # fmt: skip
+        """Run ``work`` (a generator function) in napari's ``thread_worker``; each value
+        it yields becomes the status ``progress(value)`` (default: "k/total done")."""
+        progress = progress or (lambda done: f"{done}/{total} done")
+        # The widget reports the worker's errors itself (ignore_errors: napari would
+        # otherwise re-raise them into the Qt event loop, where no user sees them).
+        worker = thread_worker(work, progress={"total": total, "desc": desc}, ignore_errors=True)()
+        worker.yielded.connect(lambda value: setattr(self.status, "value", progress(value)))
+        worker.returned.connect(lambda value: self._deliver(on_done, value))
+        worker.errored.connect(lambda err: self.fail(str(err)))
+        worker.aborted.connect(lambda: setattr(self.status, "value", "cancelled"))
+        worker.finished.connect(self._finished)
+        self._worker = worker
+        self.run_button.enabled = False
+        self.cancel_button.enabled = True
+        self.status.value = starting
+        self.status.tooltip = STATUS_TIP
+        worker.start()
+
+    def _deliver(self, on_done, value) -> None:
+        """Run ``on_done`` on the GUI thread; an error there becomes a shown error
+        (a Qt slot would only print it to the console)."""
+        try:
+            on_done(value)
+        except Exception as err:  # any failure must reach the user, not the console
+            self.fail(f"could not show the result: {err}")
+
+    def _finished(self) -> None:
+        self._worker = None
+        self.run_button.enabled = True
+        self.cancel_button.enabled = False
+
+
+def show_failure(status: Label, message: str) -> None:
+    """A napari notification with the full text, and a short wrapping status line."""
+    status.value = shorten(f"error: {message}")
+    status.tooltip = f"error: {message}"
+    show_error(f"VarBlur: {message}")
+
+
+class _BlurForm(Threaded, Container):
     """The inputs shared by both widgets, and the threaded run around them."""
 
     run_text = "Run"
@@ -259,53 +322,6 @@ class _BlurForm(Container):
             mask_marks=self.mask_marks.value,
             nan_policy=self.nan_policy.value,
         )
-
-    def fail(self, message: str) -> None:
-        """Show an error: a napari notification with the full text, and a short status
-        line that wraps and keeps the dock's size (its tooltip holds the full text)."""
-        self.status.value = shorten(f"error: {message}")
-        self.status.tooltip = f"error: {message}"
-        show_error(f"VarBlur: {message}")
-
-    @property
-    def busy(self) -> bool:
-        return self._worker is not None
-
-    def cancel(self) -> None:
-        if self._worker is not None:
-            self._worker.quit()
-            self.status.value = "cancelling..."
-
-    def _start(self, work, total: int, on_done) -> None:
-        # The widget reports the worker's errors itself (ignore_errors: napari would
-        # otherwise re-raise them into the Qt event loop, where no user sees them).
-        worker = thread_worker(
-            work, progress={"total": total, "desc": "VarBlur"}, ignore_errors=True
-        )()
-        worker.yielded.connect(lambda done: setattr(self.status, "value", f"{done}/{total} done"))
-        worker.returned.connect(lambda value: self._deliver(on_done, value))
-        worker.errored.connect(lambda err: self.fail(str(err)))
-        worker.aborted.connect(lambda: setattr(self.status, "value", "cancelled"))
-        worker.finished.connect(self._finished)
-        self._worker = worker
-        self.run_button.enabled = False
-        self.cancel_button.enabled = True
-        self.status.value = "running..."
-        self.status.tooltip = STATUS_TIP
-        worker.start()
-
-    def _deliver(self, on_done, value) -> None:
-        """Run ``on_done`` on the GUI thread; an error there becomes a shown error
-        (a Qt slot would only print it to the console)."""
-        try:
-            on_done(value)
-        except Exception as err:  # any failure must reach the user, not the console
-            self.fail(f"could not show the result: {err}")
-
-    def _finished(self) -> None:
-        self._worker = None
-        self.run_button.enabled = True
-        self.cancel_button.enabled = False
 
     def run(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError

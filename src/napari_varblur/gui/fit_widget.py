@@ -1,0 +1,404 @@
+"""The "Estimate sigma map" dock widget: a thin magicgui adapter over :mod:`..fit`.
+
+It fits the sigma map that blurs a sharp Image layer into a blurred one
+(:func:`napari_varblur.fit_sigma_map_steps`), in napari's ``thread_worker`` with a
+progress bar and Cancel.  The arguments are checked on the GUI thread first, so a bad
+choice is shown at once and starts nothing.
+
+Its layers are tagged in their metadata with the blurred layer's id, so a re-run updates
+them in place and never touches a layer it did not make:
+
+* ``"<blurred> sigma map"``: the fit's ``model_map`` (finite everywhere), tagged
+  ``role: sigma-map`` so that the blur widget preselects it;
+* ``"<blurred> fit residual"``: blurred minus the model (NaN at invalid pixels);
+* ``"<blurred> not observable"``: a Labels layer, 1 where the blur is not observable
+  (added only when some pixel is not).
+
+With "one map per axis", the map gets a leading axis (one plane per blurred axis) and
+the role ``sigma-map-per-axis``: the blur widget does not take per-axis map layers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from magicgui.widgets import (
+    CheckBox,
+    ComboBox,
+    Container,
+    FloatSpinBox,
+    Label,
+    LineEdit,
+    PushButton,
+    SpinBox,
+    create_widget,
+)
+from napari.layers import Image, Labels, Layer
+from qtpy.QtWidgets import QComboBox
+
+from .. import __version__
+from ..boundary import MODE_NAMES
+from ..fit import SigmaFit, fit_sigma_map_steps
+from ..spec import marked_pixels
+from .layers import (
+    AXES_CHOICES,
+    DIFFERENCE_COLORMAP,
+    METADATA_KEY,
+    SIGMA_MAP_ROLE,
+    _blurred_axes,
+    _layer_id,
+)
+from .widgets import STATUS_TIP, Threaded, wrapping
+
+if TYPE_CHECKING:
+    import napari
+
+#: ``metadata[METADATA_KEY]["kind"]`` of every layer this widget makes.
+FIT_KIND = "fit"
+#: Roles of the layers besides the (isotropic) sigma map.
+PER_AXIS_ROLE = "sigma-map-per-axis"
+RESIDUAL_ROLE = "fit-residual"
+NOT_OBSERVABLE_ROLE = "fit-not-observable"
+
+
+class FitWidget(Threaded, Container):
+    """Estimate the sigma map that blurs a sharp image layer into a blurred one."""
+
+    def __init__(self, viewer: napari.viewer.Viewer) -> None:
+        super().__init__(labels=True)
+        self._viewer = viewer
+        self._worker = None
+        self.last_fit: SigmaFit | None = None
+        self.sharp = create_widget(
+            annotation=Image, label="sharp",
+            options={"tooltip": "the sharper image of the scene (e.g. in focus); it is left "
+                     "unchanged"},
+        )  # fmt: skip
+        self.blurred = create_widget(
+            annotation=Image, label="blurred",
+            options={"tooltip": "the blurrier image of the same scene, same shape and "
+                     "aligned pixel for pixel; the results are named after it"},
+        )  # fmt: skip
+        # Labels or Image layers (magicgui has no widget for a union of layer types).
+        self.mask = ComboBox(
+            choices=self._mask_layers, nullable=True, value=None, label="mask",
+            tooltip="optional Labels or Image layer of the images' shape (or of the fitted "
+            "axes'); only its non-zero pixels are used in the fit",
+        )  # fmt: skip
+        self.max_sigma = FloatSpinBox(
+            value=4.0, min=0.0, max=1000.0, step=0.5, label="max sigma",
+            tooltip="the largest sigma the map may take (pixels); choose it above the "
+            "largest blur you expect; larger is slower",
+        )  # fmt: skip
+        self.axes = ComboBox(
+            choices=[(label, key) for key, label in AXES_CHOICES.items()], value="2d",
+            label="axes",
+            tooltip="which axes are blurred: each 2-D plane (all planes share one map), "
+            "whole 3-D volumes, or every axis",
+        )  # fmt: skip
+        self.per_axis = CheckBox(
+            value=False, text="one map per axis",
+            tooltip="fit a separate sigma for each blurred axis (blur that differs between "
+            "Y and X); the map layer gets one plane per axis",
+        )  # fmt: skip
+        self.spacing = FloatSpinBox(
+            value=16.0, min=1.0, max=1e6, step=2.0, label="node spacing",
+            tooltip="distance between the map's control points (pixels): the finest detail "
+            "the map can show; smaller is more detailed and noisier",
+        )  # fmt: skip
+        self.smoothness = LineEdit(
+            value="1e-3", label="smoothness",
+            tooltip="how strongly the map is kept smooth where the images say little "
+            "(a number >= 0, e.g. 1e-3; 0: not at all)",
+        )  # fmt: skip
+        self.mode = ComboBox(
+            choices=list(MODE_NAMES), value="crop", label="mode",
+            tooltip="what the blur assumes beyond the image edge: crop uses only pixels "
+            "inside; reflect, mirror, nearest, wrap or constant (zero) pad it",
+        )  # fmt: skip
+        self.nan_policy = ComboBox(
+            choices=["raise", "omit"], value="raise", label="NaN policy",
+            tooltip="raise: refuse images with NaN or inf in used pixels; omit: leave those "
+            "pixels out of the fit",
+        )  # fmt: skip
+        self.max_steps = SpinBox(
+            value=150, min=1, max=100_000, label="max steps",
+            tooltip="the fit stops after this many steps, or earlier once it has converged",
+        )  # fmt: skip
+        self.run_button = PushButton(
+            text="Estimate", tooltip="start the fit; it runs in the background"
+        )
+        self.cancel_button = PushButton(
+            text="Cancel", enabled=False, tooltip="stop the running fit; no layer is changed"
+        )
+        self.status = wrapping(Label(value="", label="status", tooltip=STATUS_TIP))
+        self.extend(
+            [
+                self.sharp,
+                self.blurred,
+                self.mask,
+                self.max_sigma,
+                self.axes,
+                self.per_axis,
+                self.spacing,
+                self.smoothness,
+                self.mode,
+                self.nan_policy,
+                self.max_steps,
+                self.run_button,
+                self.cancel_button,
+                self.status,
+            ]
+        )
+        for field in self:  # a long layer name must not widen the dock
+            if isinstance(field.native, QComboBox):
+                field.native.setSizeAdjustPolicy(
+                    QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+                )
+                field.native.setMinimumContentsLength(12)
+        self.run_button.changed.connect(self.run)
+        self.cancel_button.changed.connect(self.cancel)
+
+    # -- choices
+    def reset_choices(self, *args: Any) -> None:
+        """Refresh the layer choices; when both images are the same layer (as when the
+        widget opens), take the next Image layer of the same shape as the blurred one."""
+        super().reset_choices(*args)
+        sharp = self.sharp.value
+        if self._viewer is None or sharp is None or self.blurred.value is not sharp:
+            return
+        layers = list(self._viewer.layers)
+        after = layers[layers.index(sharp) + 1 :] if sharp in layers else []
+        for layer in after:
+            if (
+                isinstance(layer, Image)
+                and not layer.multiscale
+                and layer.data.shape == sharp.data.shape
+                and METADATA_KEY not in layer.metadata
+            ):
+                self.blurred.value = layer
+                return
+
+    def _mask_layers(self, _widget=None) -> list[tuple[str, Any]]:
+        layers = self._viewer.layers if self._viewer is not None else []
+        return [(lyr.name, lyr) for lyr in layers if isinstance(lyr, (Labels, Image))]
+
+    # -- the run
+    def arguments(self) -> dict[str, Any]:
+        """The library's arguments for the current choices (not yet checked by it).
+        Raises ValueError/TypeError with the reason."""
+        sharp = _image_data(self.sharp.value, "sharp")
+        blurred = _image_data(self.blurred.value, "blurred")
+        axes = _blurred_axes(self.blurred.value, self.axes.value)
+        mask = None
+        layer = self.mask.value
+        if layer is not None:
+            if layer.multiscale:
+                raise ValueError(f"mask {layer.name!r}: multiscale layers are not supported")
+            mask = marked_pixels(
+                np.asarray(layer.data), blurred.shape, axes, f"mask {layer.name!r}", False
+            )
+        text = str(self.smoothness.value).strip()
+        try:
+            smoothness = float(text)
+        except ValueError:
+            raise ValueError(f"smoothness: could not read {text!r} as a number") from None
+        return dict(
+            sharp=sharp,
+            blurred=blurred,
+            max_sigma=float(self.max_sigma.value),
+            mode=self.mode.value,
+            axes=axes,
+            mask=mask,
+            nan_policy=self.nan_policy.value,
+            per_axis=bool(self.per_axis.value),
+            spacing=float(self.spacing.value),
+            smoothness=smoothness,
+            max_steps=int(self.max_steps.value),
+        )
+
+    def run(self, _value=None) -> None:
+        """Check the choices and start the fit in the background; a bad choice is shown
+        as an error and starts nothing."""
+        if self.busy:
+            return
+        try:
+            args = self.arguments()
+            # Checks every argument now, on this thread; the fit runs in the worker.
+            steps = fit_sigma_map_steps(**args)
+        except (ValueError, TypeError) as err:
+            self.fail(str(err))
+            return
+        sharp, blurred = self.sharp.value, self.blurred.value
+        settings = {
+            k: (list(v) if isinstance(v, tuple) else v)
+            for k, v in args.items()
+            if k not in ("sharp", "blurred", "mask")
+        }
+        settings["mask"] = self.mask.value.name if self.mask.value is not None else None
+        self._start_fit(
+            steps, args["max_steps"], lambda fit: self._done(fit, sharp, blurred, settings)
+        )
+
+    def _start_fit(self, steps, total: int, on_done) -> None:
+        def work():
+            return (yield from steps)  # passes the fit's (step, loss) and its result on
+
+        def progress(out: tuple[int, float]) -> str:
+            return f"step {out[0]}/{total}, loss {out[1]:.4g}"
+
+        self._start(work, total, on_done, desc="VarBlur fit", progress=progress,
+                    starting="starting (the first step compiles the model)...")  # fmt: skip
+
+    # -- the result
+    def _done(self, fit: SigmaFit, sharp: Image, blurred: Image, settings: dict) -> None:
+        self.last_fit = fit
+        publish_fit(fit, self._viewer, sharp, blurred, settings)
+        state = "converged" if fit.converged else "stopped at max steps (not converged)"
+        observable = 1.0 - float(np.mean(_not_observable(fit)))
+        self.status.value = (
+            f"done: {fit.steps} steps, {state}, {fit.seconds:.1f} s; noise {fit.noise:.3g}; "
+            f"{observable:.0%} of pixels observable"
+        )
+        self.status.tooltip = STATUS_TIP
+
+
+def publish_fit(
+    fit: SigmaFit,
+    viewer: napari.Viewer,
+    sharp: Layer,
+    blurred: Layer,
+    settings: dict[str, Any],
+) -> dict[str, Layer]:
+    """Add the fit's layers to ``viewer``, or update those an earlier fit of ``blurred``
+    made; returns them by role.  A stale "not observable" layer is removed when every
+    pixel is observable now."""
+    source_id = _layer_id(blurred)
+
+    def meta(role: str) -> dict[str, Any]:
+        return {
+            METADATA_KEY: {
+                "role": role,
+                "kind": FIT_KIND,
+                "source_layer": blurred.name,
+                "source_id": source_id,
+                "sharp_layer": sharp.name,
+                "parameters": dict(settings),
+                "steps": fit.steps,
+                "converged": bool(fit.converged),
+                "noise": fit.noise,
+                "seconds": round(fit.seconds, 6),
+                "version": __version__,
+            }
+        }
+
+    transforms = {
+        "scale": blurred.scale,
+        "translate": blurred.translate,
+        "rotate": blurred.rotate,
+        "shear": blurred.shear,
+        "affine": blurred.affine,
+    }
+    out: dict[str, Layer] = {}
+    residual = fit.residual
+    limit = float(np.nanmax(np.abs(residual), initial=0.0))
+    limit = limit if np.isfinite(limit) and limit > 0 else 1.0  # napari needs low < high
+    out[RESIDUAL_ROLE] = _upsert(
+        viewer, Image, RESIDUAL_ROLE, source_id, residual, f"{blurred.name} fit residual",
+        meta(RESIDUAL_ROLE),
+        {**transforms, "colormap": DIFFERENCE_COLORMAP, "contrast_limits": (-limit, limit)},
+    )  # fmt: skip
+
+    values = fit.model_map
+    high = float(np.max(values)) if values.size else 1.0
+    display = {"colormap": "viridis", "contrast_limits": (0.0, high if high > 0 else 1.0)}
+    if fit.model_map.ndim == residual.ndim:  # one map: the blur widget takes it
+        role, name, place = SIGMA_MAP_ROLE, f"{blurred.name} sigma map", transforms
+    else:  # one plane per blurred axis, first (napari shows the last axes)
+        values = np.moveaxis(values, -1, 0)
+        role, name = PER_AXIS_ROLE, f"{blurred.name} sigma map per axis"
+        place = {
+            "scale": (1.0, *blurred.scale),
+            "translate": (0.0, *blurred.translate),
+        }
+    out[role] = _upsert(viewer, Image, role, source_id, values, name, meta(role),
+                        {**place, **display})  # fmt: skip
+
+    hidden = _not_observable(fit)
+    if hidden.any():
+        out[NOT_OBSERVABLE_ROLE] = _upsert(
+            viewer, Labels, NOT_OBSERVABLE_ROLE, source_id, hidden.astype(np.uint8),
+            f"{blurred.name} not observable", meta(NOT_OBSERVABLE_ROLE), transforms,
+        )  # fmt: skip
+    else:
+        stale = _find(viewer, NOT_OBSERVABLE_ROLE, source_id)
+        if stale is not None:
+            viewer.layers.remove(stale)
+    return out
+
+
+def _not_observable(fit: SigmaFit) -> np.ndarray:
+    """True where the blur is not observable, in the images' shape (a per-axis fit:
+    where it is not observable along some axis)."""
+    hidden = ~np.asarray(fit.observable, dtype=bool)
+    if hidden.ndim > fit.residual.ndim:
+        hidden = hidden.any(axis=-1)
+    return hidden
+
+
+def _find(viewer, role: str, source_id: str) -> Layer | None:
+    """The layer this widget made earlier for (role, blurred layer), if any."""
+    for layer in viewer.layers:
+        info = layer.metadata.get(METADATA_KEY)
+        if (
+            isinstance(info, dict)
+            and info.get("kind") == FIT_KIND
+            and info.get("role") == role
+            and info.get("source_id") == source_id
+        ):
+            return layer
+    return None
+
+
+def _upsert(viewer, cls, role, source_id, data, name, metadata, settings) -> Layer:
+    """Update this widget's earlier layer for (role, source), or add a new one.
+
+    A layer whose number of axes changed is replaced at the same place in the list.
+    """
+    existing = _find(viewer, role, source_id)
+    if existing is not None and existing.ndim == np.ndim(data):
+        source = metadata[METADATA_KEY]["source_layer"]
+        if existing.metadata[METADATA_KEY].get("source_layer") != source:
+            # Renamed only when the blurred layer was: a name napari made unique
+            # ("... [1]") or the user's own name for it stays.
+            existing.name = name
+        existing.data = data
+        existing.metadata = metadata
+        for key, value in settings.items():
+            setattr(existing, key, value)
+        return existing
+    layer = cls(data, name=name, metadata=metadata, **settings)
+    if existing is None:
+        viewer.add_layer(layer)
+    else:
+        index = viewer.layers.index(existing)
+        viewer.layers.remove(existing)
+        viewer.layers.insert(index, layer)
+    return layer
+
+
+def _image_data(layer: object, what: str) -> np.ndarray:
+    """A single-channel, single-scale Image layer's data as a NumPy array."""
+    if layer is None:
+        raise ValueError(f"{what}: add or choose an Image layer")
+    if not isinstance(layer, Image):
+        raise TypeError(f"{what}: {getattr(layer, 'name', layer)!r} is not an Image layer")
+    if layer.multiscale:
+        raise ValueError(f"{what}: {layer.name!r} is multiscale; choose a single-scale layer")
+    if layer.rgb:
+        raise ValueError(
+            f"{what}: {layer.name!r} is an RGB layer; fit one channel at a time (split the "
+            "colours into layers first)"
+        )
+    return np.asarray(layer.data)

@@ -1,0 +1,307 @@
+"""The "Estimate sigma map" widget and the focus-pair sample in a real napari viewer
+(pytest-qt, Xvfb).
+
+Two real fits (each is mostly JAX compiling, about 15 s on a CPU) run in one test; the
+others replace the fit with a canned one after the library has checked the arguments,
+so they test the widget, not the optimiser.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+napari = pytest.importorskip("napari")
+
+from conftest import PLUGIN, dock  # noqa: E402
+from napari_varblur import fit as fit_module  # noqa: E402
+from napari_varblur.fit import SigmaFit  # noqa: E402
+from napari_varblur.gui import fit_widget, widgets  # noqa: E402
+from napari_varblur.gui.layers import METADATA_KEY, SIGMA_MAP_ROLE, is_sigma_map  # noqa: E402
+from napari_varblur.sample import focus_pair_sample  # noqa: E402
+
+SCALE, TRANSLATE = (2.0, 0.5), (10.0, -3.0)
+SHAPE = (40, 48)
+
+
+def pair_layers(viewer, shape=SHAPE):
+    sharp, blurred, truth = focus_pair_sample(shape=shape)
+    a = viewer.add_image(sharp, name="cells sharp", scale=SCALE, translate=TRANSLATE)
+    b = viewer.add_image(blurred, name="cells", scale=SCALE, translate=TRANSLATE)
+    return a, b, truth
+
+
+def click_and_wait(qtbot, widget, timeout=180_000):
+    widget.run_button.native.click()
+    assert widget._worker is not None  # started in the background
+    qtbot.waitUntil(lambda: widget._worker is None, timeout=timeout)
+
+
+def canned_fit(shape, per_axis=False, hidden=None, value=1.5, steps=3):
+    """A SigmaFit as the library returns it, without fitting."""
+    tail = (len(shape),) if per_axis else ()
+    model = np.full(shape + tail, value, np.float32)
+    if per_axis:
+        model[..., 1] = 2 * value
+    observable = np.ones(shape + tail, bool)
+    if hidden is not None:
+        observable[hidden] = False
+    return SigmaFit(
+        sigma_map=np.where(observable, model, np.nan).astype(np.float32),
+        model_map=model,
+        residual=np.full(shape, 0.01, np.float32),
+        stderr=np.full(shape + tail, 0.01, np.float32),
+        observable=observable,
+        loss=np.linspace(1, 0.1, steps + 1),
+        noise=0.01,
+        steps=steps,
+        converged=True,
+        seconds=0.25,
+    )
+
+
+def fake_steps(monkeypatch, fit=None, delay=0.0, n_steps=3, error=None):
+    """Let the library check the arguments, then yield ``n_steps`` canned steps (each
+    after ``delay`` s) and return ``fit`` (or raise ``error``).  Returns a record of
+    what happened."""
+    record = {"calls": 0, "steps": 0, "finished": False, "kwargs": None}
+
+    def steps(**kwargs):
+        fit_module.fit_sigma_map_steps(**kwargs)  # raises on bad arguments, fits nothing
+        record["calls"] += 1
+        record["kwargs"] = kwargs
+
+        def gen():
+            for i in range(1, n_steps + 1):
+                time.sleep(delay)
+                record["steps"] = i
+                if error is not None and i == 2:
+                    raise error
+                yield i, 1.0 / i
+            record["finished"] = True
+            return fit if fit is not None else canned_fit(kwargs["sharp"].shape)
+
+        return gen()
+
+    monkeypatch.setattr(fit_widget, "fit_sigma_map_steps", steps)
+    return record
+
+
+def fit_layers(viewer):
+    return [lyr for lyr in viewer.layers if METADATA_KEY in lyr.metadata]
+
+
+def test_the_widget_docks_from_the_manifest_with_defaults_and_tooltips(viewer):
+    from npe2 import PluginManager
+
+    manifest = PluginManager.instance().get_manifest(PLUGIN)
+    commands = {c.id: c for c in manifest.contributions.commands}
+    command = commands["napari-varblur.fit_sigma_map"]
+    assert command.python_name == "napari_varblur.gui.fit_widget:FitWidget"
+    assert command.title == "Estimate a sigma map from a sharp and a blurred image"
+    menu = manifest.contributions.menus["napari-varblur.submenu"]
+    assert "napari-varblur.fit_sigma_map" in [item.command for item in menu]
+
+    widget = dock(viewer, "Estimate sigma map")
+    assert isinstance(widget, fit_widget.FitWidget)
+    assert widget.max_sigma.value == 4 and widget.spacing.value == 16
+    assert float(widget.smoothness.value) == 1e-3 and widget.mode.value == "crop"
+    assert widget.max_steps.value == 150 and widget.axes.value == "2d"
+    assert widget.per_axis.value is False and widget.mask.value is None
+    assert widget.run_button.text == "Estimate" and not widget.cancel_button.enabled
+    assert widget.status.native.wordWrap()
+    for field in widget:
+        tip = field.tooltip
+        assert tip and tip.strip() and "\n" not in tip, field.name
+
+
+def test_a_fit_adds_the_tagged_map_and_residual_then_a_rerun_updates_them(viewer, qtbot):
+    sharp, blurred, truth = pair_layers(viewer)
+    # The user's own layer with the output's name is never touched.
+    own = viewer.add_image(np.zeros(SHAPE, np.float32), name="cells sigma map")
+    blur = dock(viewer, "Gaussian blur")
+    blur.image.value = sharp
+    assert blur.sigma_map.value is None
+    widget = dock(viewer, "Estimate sigma map")
+    assert widget.sharp.value is sharp and widget.blurred.value is blurred  # the pair
+    widget.max_sigma.value, widget.spacing.value, widget.max_steps.value = 3.0, 12.0, 40
+    click_and_wait(qtbot, widget)
+
+    assert widget.status.value.startswith("done"), widget.status.tooltip
+    fit = widget.last_fit
+    made = fit_layers(viewer)
+    assert len(viewer.layers) == 5 and len(made) == 2  # map and residual, all observable
+    residual, fitted = made
+    assert residual.name == "cells fit residual" and fitted.name == "cells sigma map [1]"
+    assert fitted is viewer.layers[-1] and np.all(own.data == 0)
+    np.testing.assert_array_equal(fitted.data, fit.model_map)
+    np.testing.assert_array_equal(residual.data, fit.residual)
+    assert np.isfinite(fitted.data).all() and fitted.colormap.name == "viridis"
+    for layer in made:
+        np.testing.assert_array_equal(layer.scale, SCALE)
+        np.testing.assert_array_equal(layer.translate, TRANSLATE)
+    meta = fitted.metadata[METADATA_KEY]
+    assert meta["role"] == SIGMA_MAP_ROLE and is_sigma_map(fitted) and not is_sigma_map(own)
+    assert meta["source_layer"] == "cells" and meta["sharp_layer"] == "cells sharp"
+    assert meta["parameters"]["max_sigma"] == 3.0 and meta["steps"] == fit.steps
+    # The estimate is close to the truth away from the border.
+    inner = (slice(4, -4), slice(4, -4))
+    error = np.abs(fitted.data[inner] - truth[inner]) / truth[inner]
+    assert np.median(error) < 0.1, np.median(error)
+    status = widget.status.value
+    assert f"{fit.steps} steps" in status and "noise" in status and "100% of pixels" in status
+    # The blur widget preselects the fitted map for the image it fits.
+    assert blur.sigma_map.value is fitted
+
+    # A re-run (a mask leaving out the right part) updates the same two layers and adds
+    # the "not observable" labels where the mask leaves the map unseen.
+    mask = np.ones(SHAPE, np.uint8)
+    mask[:, 30:] = 0
+    viewer.add_labels(mask, name="valid")
+    widget.mask.reset_choices()
+    widget.mask.value = viewer.layers["valid"]
+    widget.max_steps.value = 15
+    click_and_wait(qtbot, widget)
+
+    assert widget.status.value.startswith("done"), widget.status.tooltip
+    again = widget.last_fit
+    assert again is not fit and again.steps == 15
+    assert fit_layers(viewer)[:2] == [residual, fitted]
+    np.testing.assert_array_equal(fitted.data, again.model_map)
+    assert np.isnan(residual.data[:, 30:]).all() and not np.isnan(residual.data[:, :30]).any()
+    hidden = viewer.layers["cells not observable"]
+    assert isinstance(hidden, napari.layers.Labels) and len(viewer.layers) == 7
+    np.testing.assert_array_equal(hidden.data, ~again.observable)
+    # Mostly where the mask leaves pixels out (low texture elsewhere can be unseen too).
+    assert hidden.data[:, 30:].mean() > 2 * hidden.data[:, :30].mean()
+    np.testing.assert_array_equal(hidden.scale, SCALE)
+    assert fitted.metadata[METADATA_KEY]["parameters"]["mask"] == "valid"
+    assert blur.sigma_map.value is fitted and np.all(own.data == 0)
+
+
+def test_a_per_axis_fit_gets_one_plane_per_axis_and_the_labels_collapse(viewer, qtbot, monkeypatch):
+    sharp, blurred, _ = pair_layers(viewer)
+    hidden = (slice(0, 5), slice(0, 6), 1)  # not observable along X only
+    record = fake_steps(monkeypatch, canned_fit(SHAPE, per_axis=True, hidden=hidden))
+    widget = dock(viewer, "Estimate sigma map")
+    widget.per_axis.value = True
+    click_and_wait(qtbot, widget, timeout=20_000)
+    # The widget's choices reach the library as its arguments.
+    args = dict(record["kwargs"])
+    assert args.pop("sharp") is sharp.data and args.pop("blurred") is blurred.data
+    assert args == {
+        "max_sigma": 4.0, "mode": "crop", "axes": (0, 1), "mask": None, "per_axis": True,
+        "nan_policy": "raise", "spacing": 16.0, "smoothness": 1e-3, "max_steps": 150,
+    }  # fmt: skip
+
+    layer = viewer.layers["cells sigma map per axis"]
+    assert layer.data.shape == (2, *SHAPE) and not is_sigma_map(layer)
+    assert layer.data[0].max() == 1.5 and layer.data[1].min() == 3.0
+    np.testing.assert_array_equal(layer.scale, (1.0, *SCALE))
+    np.testing.assert_array_equal(layer.translate, (0.0, *TRANSLATE))
+    labels = viewer.layers["cells not observable"]
+    expected = np.zeros(SHAPE, bool)
+    expected[:5, :6] = True
+    np.testing.assert_array_equal(labels.data, expected)
+    np.testing.assert_array_equal(labels.scale, SCALE)
+    np.testing.assert_array_equal(labels.translate, TRANSLATE)
+    assert "98% of pixels observable" in widget.status.value  # 30 of 1920 not
+
+    # All observable now: the stale labels go; the map is updated in place.
+    fake_steps(monkeypatch, canned_fit(SHAPE, per_axis=True, value=0.5))
+    click_and_wait(qtbot, widget, timeout=20_000)
+    assert "cells not observable" not in viewer.layers
+    assert viewer.layers["cells sigma map per axis"] is layer and layer.data.max() == 1.0
+    assert len(viewer.layers) == 4 and blurred in viewer.layers
+
+
+@pytest.mark.parametrize(
+    "setup, message",
+    [
+        ("shapes differ", "blurred: shape"),
+        ("max sigma 0", "max_sigma"),
+        ("rgb", "RGB"),
+        ("mask shape", "mask 'small'"),
+        ("smoothness", "smoothness"),
+    ],
+)
+def test_bad_input_shows_an_error_adds_no_layer_and_starts_no_worker(
+    viewer, monkeypatch, setup, message
+):
+    from napari.utils.notifications import notification_manager
+
+    pair_layers(viewer)
+    widget = dock(viewer, "Estimate sigma map")
+    started = []
+    monkeypatch.setattr(widgets, "thread_worker", lambda *a, **k: started.append(a))
+    if setup == "shapes differ":
+        other = viewer.add_image(np.zeros((30, 48), np.float32), name="other")
+        widget.reset_choices()
+        widget.blurred.value = other
+    elif setup == "max sigma 0":
+        widget.max_sigma.value = 0.0
+    elif setup == "rgb":
+        rgb = viewer.add_image(np.zeros((*SHAPE, 3), np.uint8), name="colour", rgb=True)
+        widget.reset_choices()
+        widget.blurred.value = rgb
+    elif setup == "mask shape":
+        viewer.add_labels(np.ones((5, 5), np.uint8), name="small")
+        widget.mask.reset_choices()
+        widget.mask.value = viewer.layers["small"]
+    else:
+        widget.smoothness.value = "a little"
+    names = [layer.name for layer in viewer.layers]
+    widget.run_button.native.click()
+    assert [layer.name for layer in viewer.layers] == names
+    assert started == [] and widget._worker is None and widget.run_button.enabled
+    assert widget.status.value.startswith("error:") and message in widget.status.tooltip
+    assert message in notification_manager.records[-1].message
+
+
+def test_cancel_stops_the_fit_and_changes_no_layer(viewer, qtbot, monkeypatch):
+    pair_layers(viewer)
+    fake_steps(monkeypatch)
+    widget = dock(viewer, "Estimate sigma map")
+    click_and_wait(qtbot, widget, timeout=20_000)  # a first (canned) fit adds its layers
+    before = [(layer, layer.name, np.array(layer.data)) for layer in viewer.layers]
+
+    record = fake_steps(monkeypatch, canned_fit(SHAPE, value=2.5), delay=0.05, n_steps=2000)
+    widget.run_button.native.click()
+    qtbot.waitUntil(lambda: widget.status.value.startswith("step"), timeout=20_000)
+    assert widget.cancel_button.enabled
+    widget.cancel_button.native.click()
+    qtbot.waitUntil(lambda: widget._worker is None, timeout=20_000)
+
+    assert widget.status.value == "cancelled" and not record["finished"]
+    assert record["steps"] < 2000 and widget.run_button.enabled
+    assert len(viewer.layers) == len(before)
+    for (layer, name, data), now in zip(before, viewer.layers):
+        assert now is layer and now.name == name
+        np.testing.assert_array_equal(now.data, data)
+
+
+def test_an_error_in_the_fit_is_shown_and_changes_no_layer(viewer, qtbot, monkeypatch):
+    pair_layers(viewer)
+    fake_steps(monkeypatch, error=FloatingPointError("the loss became NaN"))
+    widget = dock(viewer, "Estimate sigma map")
+    click_and_wait(qtbot, widget, timeout=20_000)
+    assert widget.status.value.startswith("error:") and "loss became NaN" in widget.status.value
+    assert len(viewer.layers) == 2 and widget.run_button.enabled
+
+
+def test_the_focus_pair_sample_opens_and_the_widget_picks_the_pair(viewer):
+    viewer.open_sample(PLUGIN, "focus_pair")
+    names = [layer.name for layer in viewer.layers]
+    assert names == ["focus pair sharp", "focus pair blurred", "focus pair true sigma map"]
+    sharp, blurred, truth = viewer.layers
+    expected = focus_pair_sample()
+    for layer, data in zip(viewer.layers, expected):
+        np.testing.assert_array_equal(layer.data, data)
+    assert not truth.visible and not is_sigma_map(truth)  # the answer, not a map to use
+    widget = dock(viewer, "Estimate sigma map")
+    assert widget.sharp.value is sharp and widget.blurred.value is blurred
+    blur = dock(viewer, "Gaussian blur")
+    blur.image.value = sharp
+    assert blur.sigma_map.value is None
