@@ -208,8 +208,10 @@ def test_interrupt_leaves_no_partial_output(tmp_path, rng):
             "blur",
             str(tmp_path / "in.npy"),
             str(tmp_path / "out.npy"),
+            # Wide enough that the run cannot finish between the partial file showing
+            # up and the signal (a busy machine once let it: exit 0).
             "--sigma",
-            "2",
+            "6",
             "--backend",
             "reference",
         ],

@@ -141,6 +141,11 @@ def test_per_axis_fits_a_map_per_axis():
     diff_fit = fit.model_map[..., 0] - fit.model_map[..., 1]
     diff_true = truth[..., 0] - truth[..., 1]
     assert np.corrcoef(diff_fit[region].ravel(), diff_true[region].ravel())[0, 1] > 0.9
+    # Axes given in another order: the same fit, its maps in that order.
+    swapped = fit_sigma_map(sharp, blurred, max_sigma=3.5, spacing=12, per_axis=True,
+                            axes=(1, 0))  # fmt: skip
+    for name in ("model_map", "stderr", "observable"):
+        np.testing.assert_array_equal(getattr(swapped, name), getattr(fit, name)[..., ::-1])
 
 
 def test_volume():
@@ -159,8 +164,13 @@ def test_batch_axes_share_one_map_and_callback_stops():
     b_blurred = gaussian_blur(b_sharp, truth, backend="reference")
     sharp, blurred = np.stack([a_sharp, b_sharp]), np.stack([a_blurred, b_blurred])
     seen = []
+
+    def callback(step, loss):
+        seen.append(step)
+        return np.bool_(step == 4)  # any true value stops
+
     fit = fit_sigma_map(sharp, blurred, max_sigma=3.0, spacing=10, axes=(1, 2),
-                        callback=lambda step, loss: seen.append(step) or step == 4)  # fmt: skip
+                        callback=callback)  # fmt: skip
     assert seen == [1, 2, 3, 4] and fit.steps == 4 and not fit.converged
     assert fit.model_map.shape == (2, 32, 40)
     np.testing.assert_array_equal(fit.model_map[0], fit.model_map[1])
@@ -173,6 +183,17 @@ def test_batch_axes_share_one_map_and_callback_stops():
     full = done.value.value
     rel = relative_errors(full.model_map[0], truth, inner(truth.shape))
     assert np.median(np.abs(rel)) <= 0.06
+
+
+def test_a_map_pinned_at_max_sigma_is_not_observable():
+    """Blur beyond max_sigma: the map sits at the bound, which is a lower bound only:
+    not observable, with a warning.  (The batch test's shapes: programs reused.)"""
+    sharp = np.stack([focus_pair_sample((32, 40), seed=s)[0] for s in (3, 4)])
+    blurred = gaussian_blur(sharp, 3.5, axes=(1, 2), backend="reference")
+    with pytest.warns(RuntimeWarning, match="reached max_sigma"):
+        fit = fit_sigma_map(sharp, blurred, max_sigma=3.0, spacing=10, axes=(1, 2))
+    assert fit.model_map.min() > 2.9
+    assert np.isnan(fit.sigma_map).mean() > 0.9
 
 
 def test_control_basis_is_a_partition_of_unity():
@@ -205,6 +226,12 @@ def pair(rng):
         (dict(max_error=0), ValueError, "^max_error: "),
         (dict(max_steps=0), ValueError, "^max_steps: "),
         (dict(max_steps=2.5), ValueError, "^max_steps: "),
+        (dict(max_steps=float("inf")), ValueError, "^max_steps: "),
+        (dict(max_steps=float("nan")), ValueError, "^max_steps: "),
+        (dict(max_sigma=10**400), ValueError, "^max_sigma: "),
+        (dict(max_sigma=5000, mode="reflect"), ValueError, "^max_sigma: 5000 needs radius"),
+        (dict(max_sigma=1e9), ValueError, "^max_sigma: 1e.09 needs radius"),
+        (dict(axes=()), ValueError, "^axes: needs at least one axis"),
         (dict(per_axis="yes"), TypeError, "^per_axis: "),
         (dict(mode="blur"), ValueError, "mode"),
         (dict(truncate=0), ValueError, "^truncate: "),
@@ -231,6 +258,17 @@ def test_non_finite_values_need_a_mask_or_omit(pair, name):
     mask[3, 4] = False
     fit_sigma_map_steps(**images, max_sigma=2.0, mask=mask)  # accepted: masked out
     fit_sigma_map_steps(**images, max_sigma=2.0, nan_policy="omit")
+
+
+def test_images_become_new_float64_arrays(pair):
+    """float16 sums overflow (the objective's scale would be inf): the images are read
+    as float64, and never aliased."""
+    from napari_varblur.spec import check_image_pair
+
+    big = (1000 * pair[0]).astype(np.float16)
+    sharp, blurred = check_image_pair(big, big)
+    assert sharp.dtype == blurred.dtype == np.float64
+    assert np.isfinite(np.std(blurred)) and not np.shares_memory(sharp, big)
 
 
 def test_import_stays_light():

@@ -16,9 +16,11 @@ not observable there).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -28,10 +30,11 @@ import numpy as np
 
 from . import jax as vjax
 from .spec import (
-    _is_number,
     check_finite_values,
     check_image_pair,
+    check_max_sigma,
     normalize_axes,
+    normalize_count,
     normalize_mask,
     normalize_modes,
     normalize_nan_policy,
@@ -40,6 +43,12 @@ from .spec import (
 )
 
 __all__ = ["SigmaFit", "fit_sigma_map", "fit_sigma_map_steps"]
+
+
+#: A sigma at or above this share of ``max_sigma`` is pinned at the bound.
+PINNED = 0.995
+#: The fields of a per-axis fit that have a trailing axis per blurred axis.
+_PER_AXIS_FIELDS = ("sigma_map", "model_map", "stderr", "observable")
 
 
 @dataclass(frozen=True)
@@ -62,9 +71,12 @@ class SigmaFit:
         map): the noise level (from the residual) over the local sensitivity of the
         model to sigma, summed over the pixels one control node sees.
     observable
-        Boolean map: ``stderr <= max_error * model_map``.
+        Boolean map: ``stderr <= max_error * model_map``, and the sigma is below
+        ``max_sigma`` (one pinned at it, within 0.5%, is only a lower bound; a
+        RuntimeWarning says so).
     loss
-        The objective after each step (data term plus penalty), float64.
+        The objective (data term plus penalty) where each step started, then at the
+        end: ``steps + 1`` values, float64.
     noise
         Estimated standard deviation of the noise in ``blurred`` (from the residual).
     steps, converged, seconds
@@ -142,7 +154,8 @@ def fit_sigma_map(
         A pixel is observable when its standard error is at most ``max_error`` times its
         sigma; elsewhere ``sigma_map`` is NaN.
     callback
-        Called as ``callback(step, loss)`` after each step; returning True stops early.
+        Called as ``callback(step, loss)`` after each step; a true return value stops
+        the fit there.
 
     Returns
     -------
@@ -170,7 +183,7 @@ def fit_sigma_map(
             step, loss = steps.send(stop)
         except StopIteration as done:
             return done.value
-        stop = callback is not None and callback(step, loss) is True
+        stop = callback is not None and bool(callback(step, loss))
 
 
 # ----------------------------------------------------------------------------- checks
@@ -278,7 +291,7 @@ def fit_sigma_map_steps(
     tol=1e-6, max_error=0.1,
 ) -> Iterator[tuple[int, float]]:  # fmt: skip
     """:func:`fit_sigma_map` as a generator: yields ``(step, loss)`` after each step and
-    returns the :class:`SigmaFit` (``StopIteration.value``); ``send(True)`` stops early
+    returns the :class:`SigmaFit` (``StopIteration.value``); ``send(True)`` stops it
     (the napari widget runs it in a thread, with progress and cancel).
 
     Arguments are validated when the generator is made, not at the first ``next``.
@@ -289,13 +302,18 @@ def fit_sigma_map_steps(
     smoothness = normalize_number("smoothness", smoothness, strict=False)
     max_error = normalize_number("max_error", max_error)
     tol = normalize_number("tol", tol, strict=False)
-    if not _is_number(max_steps) or int(max_steps) != max_steps or max_steps < 1:
-        raise ValueError(f"max_steps: must be an integer >= 1, got {max_steps!r}")
+    max_steps = normalize_count("max_steps", max_steps)
     if not isinstance(per_axis, (bool, np.bool_)):
         raise TypeError(f"per_axis: expected True or False, got {per_axis!r}")
-    blurred_axes = normalize_axes(axes, sharp.ndim)
-    modes = normalize_modes(mode, len(blurred_axes))
+    given = normalize_axes(axes, sharp.ndim)
+    if not given:
+        raise ValueError("axes: needs at least one axis to fit a blur along")
+    # The model works in ascending axis order; a per-axis map returns in the given one.
+    order = tuple(int(i) for i in np.argsort(given))
+    modes = normalize_modes(mode, len(given))
+    blurred_axes, modes = tuple(given[i] for i in order), tuple(modes[i] for i in order)
     truncate = normalize_truncate(truncate)
+    check_max_sigma(max_sigma, sharp.shape, blurred_axes, modes, truncate)
     policy = normalize_nan_policy(nan_policy)
     if policy == "propagate":
         raise ValueError(
@@ -315,7 +333,17 @@ def fit_sigma_map_steps(
         # A full mask would cost a second blur (the normaliser): only when needed.
         masked=not valid.all(),
     )
-    return _run(model, sharp, blurred, valid, bases, smoothness, int(max_steps), tol, max_error)
+    steps = _run(model, sharp, blurred, valid, bases, smoothness, max_steps, tol, max_error)
+    return _in_given_order(steps, order) if per_axis else steps
+
+
+def _in_given_order(steps, order: tuple[int, ...]):
+    """A per-axis fit's trailing axis back in the order the caller gave ``axes``."""
+    fit = yield from steps
+    back = np.argsort(order)
+    return dataclasses.replace(
+        fit, **{name: getattr(fit, name)[..., back] for name in _PER_AXIS_FIELDS}
+    )
 
 
 def _run(model, sharp, blurred, valid, bases, smoothness, max_steps, tol, max_error):
@@ -343,7 +371,7 @@ def _run(model, sharp, blurred, valid, bases, smoothness, max_steps, tol, max_er
         small = len(history) > 1 and abs(history[-2] - history[-1]) <= tol * abs(history[-2])
         calm = calm + 1 if small else 0
         converged = calm >= 2  # one short L-BFGS step is not convergence
-        if (yield i + 1, history[-1]) is True or converged:
+        if (yield i + 1, history[-1]) or converged:
             break
     sigma, fitted, sensitivity, value = outputs(u, data)
     history.append(float(value))
@@ -418,12 +446,25 @@ def _initial_nodes(model: _Model, sharp, blurred, valid) -> jax.Array:
 def _result(model, bases, blurred, valid, outputs, size, history, converged, max_error,
             start):  # fmt: skip
     sigma, fitted, sensitivity = outputs
-    residual = np.where(valid, blurred - fitted, np.nan).astype(np.float32)
-    dof = max(1.0, float(valid.sum()) - size)
-    noise = float(np.sqrt(np.nansum(residual.astype(np.float64) ** 2) / dof))
+    residual = np.where(valid, blurred - fitted, np.nan)
+    dof = float(valid.sum()) - size
+    # The fit runs in float32: a residual below its rounding is not a noise level.
+    floor = np.finfo(np.float32).eps * float(np.abs(blurred[valid]).max())
+    noise = math.sqrt(np.nansum(residual**2) / dof) if dof > 0 else math.inf
+    noise = max(noise, floor)
     model_map = np.array(sigma, dtype=np.float32)
     stderr = _stderr(model, bases, sensitivity, valid, noise)
-    observable = stderr <= max_error * model_map
+    # A sigma pinned at max_sigma says "at least this much": not a measurement.
+    pinned = model_map >= PINNED * model.max_sigma
+    observable = (stderr <= max_error * model_map) & ~pinned
+    if pinned.any():
+        warnings.warn(
+            f"fit_sigma_map: the map reached max_sigma ({model.max_sigma:g}) at "
+            f"{pinned.mean():.1%} of the pixels (marked not observable); raise max_sigma",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    residual = residual.astype(np.float32)
     return SigmaFit(
         sigma_map=np.where(observable, model_map, np.nan).astype(np.float32),
         model_map=model_map,
@@ -451,8 +492,8 @@ def _stderr(model: _Model, bases, sensitivity: np.ndarray, valid, noise: float) 
         info = info.sum(axis=tuple(a for a in range(info.ndim) if a not in model.blurred_axes))
         for i, basis in enumerate(bases):
             info = np.moveaxis(np.tensordot(_footprint(basis), info, axes=(1, i)), 0, i)
-        with np.errstate(divide="ignore"):
-            out.append(noise / np.sqrt(info))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out.append(np.where(info > 0, noise / np.sqrt(info), np.inf))
     err = np.stack(out, axis=-1) if model.per_axis else out[0]
     lead = tuple(1 if a not in model.blurred_axes else n for a, n in enumerate(model.shape))
     tail = err.shape[len(bases) :]

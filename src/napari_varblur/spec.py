@@ -313,16 +313,41 @@ def check_finite_values(
 
 def normalize_number(name: str, value: object, minimum: float = 0.0, strict: bool = True) -> float:
     """A finite real number above ``minimum`` (or at least it, when not ``strict``)."""
-    ok = _is_number(value) and math.isfinite(float(value))
-    ok = ok and (float(value) > minimum if strict else float(value) >= minimum)
+    ok = _is_number(value) and math.isfinite(_as_float(value))
+    ok = ok and (_as_float(value) > minimum if strict else _as_float(value) >= minimum)
     if not ok:
         relation = ">" if strict else ">="
         raise ValueError(f"{name}: must be a finite number {relation} {minimum:g}, got {value!r}")
-    return float(value)
+    return _as_float(value)
+
+
+def normalize_count(name: str, value: object) -> int:
+    """An integer >= 1 (a float with an integer value too)."""
+    number = _as_float(value) if _is_number(value) else math.nan
+    if not math.isfinite(number) or number != int(number) or number < 1:
+        raise ValueError(f"{name}: must be an integer >= 1, got {value!r}")
+    return int(number)
+
+
+def check_max_sigma(
+    max_sigma: float, shape: tuple[int, ...], axes: tuple[int, ...], modes, truncate: float
+) -> None:
+    """``fit_sigma_map``'s largest sigma must give radii every blur can build."""
+    radius = radius_of(max_sigma, truncate)
+    for axis, mode in zip(axes, modes):
+        allowed = mode.map_allowed(shape[axis])
+        limit = MAX_GLOBAL_RADIUS if allowed is None else min(allowed, MAX_GLOBAL_RADIUS)
+        if not radius <= limit:
+            raise ValueError(
+                f"max_sigma: {max_sigma:g} needs radius {radius:.0f} on axis {axis}, above "
+                f"the {limit} that mode {mode.name!r} supports there; lower max_sigma or "
+                "truncate"
+            )
 
 
 def check_image_pair(sharp: object, blurred: object) -> tuple[np.ndarray, np.ndarray]:
-    """Two real, non-empty arrays of one shape (``fit_sigma_map``'s images), as NumPy."""
+    """Two real, non-empty arrays of one shape (``fit_sigma_map``'s images), as new
+    float64 arrays (float16 sums would overflow; the inputs are never aliased)."""
     arrays = []
     for name, value in (("sharp", sharp), ("blurred", blurred)):
         arr = np.asarray(value)
@@ -335,7 +360,7 @@ def check_image_pair(sharp: object, blurred: object) -> tuple[np.ndarray, np.nda
         raise ValueError(
             f"blurred: shape {arrays[1].shape} differs from sharp's shape {arrays[0].shape}"
         )
-    return arrays[0], arrays[1]
+    return arrays[0].astype(np.float64), arrays[1].astype(np.float64)
 
 
 def normalize_precision(precision: object) -> np.dtype:
