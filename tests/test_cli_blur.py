@@ -200,6 +200,10 @@ def test_existing_output_needs_overwrite(tmp_path, image):
 def test_interrupt_leaves_no_partial_output(tmp_path, rng):
     big = rng.random((64, 256, 256)).astype(np.float32)
     np.save(tmp_path / "in.npy", big)
+    # A shell's background job ignores SIGINT, and an ignored signal stays ignored in
+    # children (the run then finishes: exit 0), while a user's Ctrl-C reaches a
+    # foreground run.  A handled signal is reset to the default in the child.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -208,10 +212,8 @@ def test_interrupt_leaves_no_partial_output(tmp_path, rng):
             "blur",
             str(tmp_path / "in.npy"),
             str(tmp_path / "out.npy"),
-            # Wide enough that the run cannot finish between the partial file showing
-            # up and the signal (a busy machine once let it: exit 0).
             "--sigma",
-            "6",
+            "2",
             "--backend",
             "reference",
         ],
@@ -219,6 +221,7 @@ def test_interrupt_leaves_no_partial_output(tmp_path, rng):
         stderr=subprocess.PIPE,
         text=True,
     )
+    signal.signal(signal.SIGINT, previous)
     deadline = time.time() + 120
     while time.time() < deadline and not any(
         p.name.startswith(".out.npy.varblur-partial") for p in tmp_path.iterdir()

@@ -28,14 +28,11 @@ from magicgui.widgets import (
     ComboBox,
     Container,
     FloatSpinBox,
-    Label,
     LineEdit,
-    PushButton,
     SpinBox,
     create_widget,
 )
 from napari.layers import Image, Labels, Layer
-from qtpy.QtWidgets import QComboBox
 
 from .. import __version__
 from ..boundary import MODE_NAMES
@@ -49,7 +46,7 @@ from .layers import (
     _blurred_axes,
     _layer_id,
 )
-from .widgets import STATUS_TIP, Threaded, wrapping
+from .widgets import STATUS_TIP, Threaded, compact_choices, mask_choices
 
 if TYPE_CHECKING:
     import napari
@@ -126,13 +123,7 @@ class FitWidget(Threaded, Container):
             value=150, min=1, max=100_000, label="max steps",
             tooltip="the fit stops after this many steps, or earlier once it has converged",
         )  # fmt: skip
-        self.run_button = PushButton(
-            text="Estimate", tooltip="start the fit; it runs in the background"
-        )
-        self.cancel_button = PushButton(
-            text="Cancel", enabled=False, tooltip="stop the running fit; no layer is changed"
-        )
-        self.status = wrapping(Label(value="", label="status", tooltip=STATUS_TIP))
+        self._make_run_controls("Estimate", "the fit")
         self.extend(
             [
                 self.sharp,
@@ -151,12 +142,7 @@ class FitWidget(Threaded, Container):
                 self.status,
             ]
         )
-        for field in self:  # a long layer name must not widen the dock
-            if isinstance(field.native, QComboBox):
-                field.native.setSizeAdjustPolicy(
-                    QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-                )
-                field.native.setMinimumContentsLength(12)
+        compact_choices(self)  # a long layer name must not widen the dock
         self.run_button.changed.connect(self.run)
         self.cancel_button.changed.connect(self.cancel)
 
@@ -181,8 +167,7 @@ class FitWidget(Threaded, Container):
                 return
 
     def _mask_layers(self, _widget=None) -> list[tuple[str, Any]]:
-        layers = self._viewer.layers if self._viewer is not None else []
-        return [(lyr.name, lyr) for lyr in layers if isinstance(lyr, (Labels, Image))]
+        return mask_choices(self._viewer)
 
     # -- the run
     def arguments(self) -> dict[str, Any]:

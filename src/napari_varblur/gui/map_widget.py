@@ -21,11 +21,10 @@ from magicgui.widgets import (
     Table,
 )
 from napari.layers import Image, Labels
-from qtpy.QtWidgets import QComboBox
 
 from .. import sigma_maps
 from .layers import METADATA_KEY, SIGMA_MAP_ROLE
-from .widgets import STATUS_TIP, show_failure, wrapping
+from .widgets import STATUS_TIP, compact_choices, show_failure, wrapping
 
 if TYPE_CHECKING:
     import napari
@@ -163,12 +162,7 @@ class SigmaMapWidget(Container):
                 self.status,
             ]
         )
-        for field in self:  # a long layer name must not widen the dock
-            if isinstance(field.native, QComboBox):
-                field.native.setSizeAdjustPolicy(
-                    QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-                )
-                field.native.setMinimumContentsLength(12)
+        compact_choices(self)  # a long layer name must not widen the dock
         self.table.native.setMinimumHeight(100)
         for box in (self.lo, self.hi):  # image values can be small (e.g. 0..1e-3)
             box.native.setDecimals(6)

@@ -106,6 +106,14 @@ class Threaded:
 
     _worker = None
 
+    def _make_run_controls(self, text: str, what: str) -> None:
+        """The run button, Cancel and the status line (to be added to the form)."""
+        self.run_button = PushButton(text=text, tooltip=f"start {what}; it runs in the background")
+        self.cancel_button = PushButton(
+            text="Cancel", enabled=False, tooltip=f"stop {what}; no layer is changed"
+        )
+        self.status = wrapping(Label(value="", label="status", tooltip=STATUS_TIP))
+
     def fail(self, message: str) -> None:
         """Show an error: a napari notification with the full text, and a short status
         line that wraps and keeps the dock's size (its tooltip holds the full text)."""
@@ -152,6 +160,22 @@ class Threaded:
         self._worker = None
         self.run_button.enabled = True
         self.cancel_button.enabled = False
+
+
+def compact_choices(container: Container) -> None:
+    """Let the drop-downs shrink below their longest item (a long layer name)."""
+    for field in container:
+        if isinstance(field.native, QComboBox):
+            field.native.setSizeAdjustPolicy(
+                QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+            )
+            field.native.setMinimumContentsLength(12)
+
+
+def mask_choices(viewer) -> list[tuple[str, Any]]:
+    """The viewer's Labels and Image layers, as a mask field's choices."""
+    layers = viewer.layers if viewer is not None else []
+    return [(lyr.name, lyr) for lyr in layers if isinstance(lyr, (Labels, Image))]
 
 
 def show_failure(status: Label, message: str) -> None:
@@ -236,13 +260,7 @@ class _BlurForm(Threaded, Container):
             tooltip="sigma maps only: exact, or within 1e-3 / 1e-4 of the value range "
             "(mixes a few global blurs per pixel; much faster on smooth maps)",
         )  # fmt: skip
-        self.run_button = PushButton(
-            text=self.run_text, tooltip="start; the work runs in the background"
-        )
-        self.cancel_button = PushButton(
-            text="Cancel", enabled=False, tooltip="stop the running job; no layer is changed"
-        )
-        self.status = wrapping(Label(value="", label="status", tooltip=STATUS_TIP))
+        self._make_run_controls(self.run_text, "the job")
         self.extend(
             [
                 self.image,
@@ -264,12 +282,7 @@ class _BlurForm(Threaded, Container):
                 self.status,
             ]
         )
-        for field in self:  # a long layer name must not widen the dock either
-            if isinstance(field.native, QComboBox):
-                field.native.setSizeAdjustPolicy(
-                    QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-                )
-                field.native.setMinimumContentsLength(12)
+        compact_choices(self)  # a long layer name must not widen the dock
         self.run_button.changed.connect(self.run)
         self.cancel_button.changed.connect(self.cancel)
         self.image.changed.connect(lambda _value: self._preselect_map(image_changed=True))
@@ -300,9 +313,7 @@ class _BlurForm(Threaded, Container):
         self.sigma_map.value = fitting_sigma_map(layers, image)
 
     def _mask_layers(self, _widget=None) -> list[tuple[str, Any]]:
-        """The viewer's Labels and Image layers, as the mask's choices."""
-        layers = self._viewer.layers if self._viewer is not None else []
-        return [(lyr.name, lyr) for lyr in layers if isinstance(lyr, (Labels, Image))]
+        return mask_choices(self._viewer)
 
     # -- helpers for subclasses
     def request(self, backend: str) -> LayerBlur:
