@@ -15,7 +15,10 @@
 #      tolerance 1e-3 on a 512x512 ramp map (sigma 0.5 -> 8), jitted, device-resident:
 #      its error against the exact reference (exits non-zero beyond the bound) and its
 #      time against the exact JAX map blur and a global blur at sigma 8;
-#   4. `benchmarks/bench.py --gpu`: G2/V2 at 4096x4096, G3/V3 at 512x512x256, JAX only,
+#   4. fit_sigma_map on the device: `benchmarks/fit.py --case 2d` and `--case 3d` (the
+#      issue's 112x136 scene and a 24x40x48 volume): errors against the true map, first
+#      fit (with compiling) and second fit times, one JSON line each;
+#   5. `benchmarks/bench.py --gpu`: G2/V2 at 4096x4096, G3/V3 at 512x512x256, JAX only,
 #      numpy in/out and device-resident (block_until_ready) timings with GB/s; writes
 #      benchmarks/results_gpu.json.
 # The whole script stops itself after TIME_LIMIT_S seconds (default 290, under 5 min).
@@ -131,7 +134,12 @@ if failures:
     sys.exit("the tolerance mode broke its bound on the device")
 EOF
 
-echo "== 4. benchmark (JAX only, GPU sizes: $GPU_SIZES)"
+echo "== 4. fit_sigma_map on the device"
+for case in 2d 3d; do
+    timeout 100 "$PYTHON" benchmarks/fit.py --case "$case"
+done
+
+echo "== 5. benchmark (JAX only, GPU sizes: $GPU_SIZES)"
 remaining=$((TIME_LIMIT_S - (SECONDS - START)))
 if ((remaining < 30)); then
     echo "not enough time left for the benchmark (${remaining} s)" >&2
