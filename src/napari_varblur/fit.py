@@ -388,9 +388,13 @@ def _programs(model: _Model) -> tuple:
 
     k = len(model.nodes)
 
-    def objective(u, data):
-        r = model.blur(data["x"], model.sigma(u, data["bases"]), data["mask"]) - data["y"]
+    def loss(image, u, data):
+        """The objective, given the model image for the nodes ``u``."""
+        r = image - data["y"]
         return jnp.sum(data["weight"] * r * r) + data["smoothness"] * _penalty(u, k)
+
+    def objective(u, data):
+        return loss(model.blur(data["x"], model.sigma(u, data["bases"]), data["mask"]), u, data)
 
     optimiser = optax.lbfgs()
     value_and_grad = optax.value_and_grad_from_state(objective)
@@ -419,8 +423,9 @@ def _programs(model: _Model) -> tuple:
             ones = [jnp.zeros_like(sigma).at[..., i].set(1) for i in range(sigma.shape[-1])]
         else:
             ones = [jnp.ones_like(sigma)]
-        fitted, js = blur(sigma), [jax.jvp(blur, (sigma,), (t,))[1] for t in ones]
-        return sigma, fitted, jnp.stack(js), objective(u, data)
+        pairs = [jax.jvp(blur, (sigma,), (t,)) for t in ones]  # (model image, J) each
+        image = pairs[0][0]
+        return sigma, image, jnp.stack([j for _, j in pairs]), loss(image, u, data)
 
     return optimiser, step, outputs
 
