@@ -251,6 +251,11 @@ class _Model:
         return self.nodes + ((len(self.nodes),) if self.per_axis else ())
 
     @property
+    def lead(self) -> tuple[int, ...]:
+        """The image's shape with batch axes 1: a map over the blurred axes, placed."""
+        return tuple(n if a in self.blurred_axes else 1 for a, n in enumerate(self.shape))
+
+    @property
     def max_radius(self) -> int:
         return math.ceil(self.truncate * self.max_sigma)
 
@@ -265,9 +270,8 @@ class _Model:
         for i, basis in enumerate(bases):
             u = jnp.moveaxis(jnp.tensordot(basis, u, axes=(1, i)), 0, i)
         s = self.max_sigma * jax.nn.sigmoid(u)
-        lead = tuple(1 if a not in self.blurred_axes else n for a, n in enumerate(self.shape))
         tail = s.shape[len(bases) :]
-        return jnp.broadcast_to(s.reshape(lead + tail), self.shape + tail)
+        return jnp.broadcast_to(s.reshape(self.lead + tail), self.shape + tail)
 
     def blur(self, sharp, sigma, mask):
         return vjax.gaussian_blur(sharp, sigma, max_radius=self.max_radius, **self.options(mask))
@@ -500,9 +504,8 @@ def _stderr(model: _Model, bases, sensitivity: np.ndarray, valid, noise: float) 
         with np.errstate(divide="ignore", invalid="ignore"):
             out.append(np.where(info > 0, noise / np.sqrt(info), np.inf))
     err = np.stack(out, axis=-1) if model.per_axis else out[0]
-    lead = tuple(1 if a not in model.blurred_axes else n for a, n in enumerate(model.shape))
     tail = err.shape[len(bases) :]
-    return np.broadcast_to(err.reshape(lead + tail), model.shape + tail).astype(np.float32)
+    return np.broadcast_to(err.reshape(model.lead + tail), model.shape + tail).astype(np.float32)
 
 
 def _footprint(basis: np.ndarray) -> np.ndarray:

@@ -45,6 +45,8 @@ from .layers import (
     SIGMA_MAP_ROLE,
     _blurred_axes,
     _layer_id,
+    find_tagged,
+    placement,
 )
 from .widgets import STATUS_TIP, Threaded, compact_choices, mask_choices
 
@@ -278,13 +280,7 @@ def publish_fit(
             }
         }
 
-    transforms = {
-        "scale": blurred.scale,
-        "translate": blurred.translate,
-        "rotate": blurred.rotate,
-        "shear": blurred.shear,
-        "affine": blurred.affine,
-    }
+    transforms = placement(blurred)
     out: dict[str, Layer] = {}
     residual = fit.residual
     limit = float(np.nanmax(np.abs(residual), initial=0.0))
@@ -334,16 +330,7 @@ def _not_observable(fit: SigmaFit) -> np.ndarray:
 
 def _find(viewer, role: str, source_id: str) -> Layer | None:
     """The layer this widget made earlier for (role, blurred layer), if any."""
-    for layer in viewer.layers:
-        info = layer.metadata.get(METADATA_KEY)
-        if (
-            isinstance(info, dict)
-            and info.get("kind") == FIT_KIND
-            and info.get("role") == role
-            and info.get("source_id") == source_id
-        ):
-            return layer
-    return None
+    return find_tagged(viewer, source_id, role, kind=FIT_KIND)
 
 
 def _upsert(viewer, cls, role, source_id, data, name, metadata, settings) -> Layer:

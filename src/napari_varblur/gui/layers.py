@@ -395,13 +395,7 @@ def _difference_limit(diff, source: Image) -> float:
 
 def _upsert(viewer, source, role, data, name, metadata, display) -> Image:
     """Update the layer made earlier for (source, role), or make a new one."""
-    kwargs = {
-        "scale": source.scale,
-        "translate": source.translate,
-        "rotate": source.rotate,
-        "shear": source.shear,
-        "affine": source.affine,
-    }
+    kwargs = placement(source)
     if not display:
         display = {"contrast_limits": source.contrast_limits}
         if not source.rgb:
@@ -420,12 +414,34 @@ def _upsert(viewer, source, role, data, name, metadata, display) -> Image:
     return existing
 
 
-def _find_result(viewer, source, role) -> Image | None:
+def placement(source: Layer) -> dict[str, Any]:
+    """Where ``source`` sits in the world: a derived layer takes the same."""
+    return {
+        "scale": source.scale,
+        "translate": source.translate,
+        "rotate": source.rotate,
+        "shear": source.shear,
+        "affine": source.affine,
+    }
+
+
+def find_tagged(viewer, source_id: str, role: str, kind: str | None = None, cls=Layer):
+    """The ``cls`` layer this package made for (source layer, role), and of ``kind``
+    when given; None if there is none."""
     for layer in viewer.layers:
-        info = layer.metadata.get(METADATA_KEY) if isinstance(layer, Image) else None
-        if info and info.get("role") == role and info.get("source_id") == _layer_id(source):
+        info = layer.metadata.get(METADATA_KEY) if isinstance(layer, cls) else None
+        if (
+            isinstance(info, dict)
+            and info.get("role") == role
+            and info.get("source_id") == source_id
+            and (kind is None or info.get("kind") == kind)
+        ):
             return layer
     return None
+
+
+def _find_result(viewer, source, role) -> Image | None:
+    return find_tagged(viewer, _layer_id(source), role, cls=Image)
 
 
 def _layer_id(layer: Layer) -> str:
