@@ -39,7 +39,6 @@ from ..boundary import MODE_NAMES
 from ..fit import SigmaFit, fit_sigma_map_steps
 from ..spec import marked_pixels
 from .layers import (
-    AXES_CHOICES,
     DIFFERENCE_COLORMAP,
     METADATA_KEY,
     SIGMA_MAP_ROLE,
@@ -48,7 +47,7 @@ from .layers import (
     find_tagged,
     placement,
 )
-from .widgets import STATUS_TIP, Threaded, compact_choices, mask_choices
+from .widgets import STATUS_TIP, Threaded, axes_field, compact_choices, mask_choices, mask_field
 
 if TYPE_CHECKING:
     import napari
@@ -79,23 +78,20 @@ class FitWidget(Threaded, Container):
             options={"tooltip": "the blurrier image of the same scene, same shape and "
                      "aligned pixel for pixel; the results are named after it"},
         )  # fmt: skip
-        # Labels or Image layers (magicgui has no widget for a union of layer types).
-        self.mask = ComboBox(
-            choices=self._mask_layers, nullable=True, value=None, label="mask",
-            tooltip="optional Labels or Image layer of the images' shape (or of the fitted "
-            "axes'); only its non-zero pixels are used in the fit",
-        )  # fmt: skip
+        self.mask = mask_field(
+            self._mask_layers,
+            "optional Labels or Image layer of the images' shape (or of the fitted axes'); "
+            "only its non-zero pixels are used in the fit",
+        )
         self.max_sigma = FloatSpinBox(
             value=4.0, min=0.0, max=1000.0, step=0.5, label="max sigma",
             tooltip="the largest sigma the map may take (pixels); choose it above the "
             "largest blur you expect; larger is slower",
         )  # fmt: skip
-        self.axes = ComboBox(
-            choices=[(label, key) for key, label in AXES_CHOICES.items()], value="2d",
-            label="axes",
-            tooltip="which axes are blurred: each 2-D plane (all planes share one map), "
-            "whole 3-D volumes, or every axis",
-        )  # fmt: skip
+        self.axes = axes_field(
+            "which axes are blurred: each 2-D plane (all planes share one map), whole 3-D "
+            "volumes, or every axis"
+        )
         self.per_axis = CheckBox(
             value=False, text="one map per axis",
             tooltip="fit a separate sigma for each blurred axis (blur that differs between "

@@ -172,6 +172,18 @@ def compact_choices(container: Container) -> None:
             field.native.setMinimumContentsLength(12)
 
 
+def mask_field(choices, tooltip: str) -> ComboBox:
+    """An optional mask layer: Labels or Image (magicgui has no widget for a union of
+    layer types, hence a ComboBox over ``choices``)."""
+    return ComboBox(choices=choices, nullable=True, value=None, label="mask", tooltip=tooltip)
+
+
+def axes_field(tooltip: str) -> ComboBox:
+    """Which axes are blurred (see ``AXES_CHOICES``): 2-D planes by default."""
+    return ComboBox(choices=[(label, key) for key, label in AXES_CHOICES.items()], value="2d",
+                    label="axes", tooltip=tooltip)  # fmt: skip
+
+
 def mask_choices(viewer) -> list[tuple[str, Any]]:
     """The viewer's Labels and Image layers, as a mask field's choices."""
     layers = viewer.layers if viewer is not None else []
@@ -204,12 +216,11 @@ class _BlurForm(Threaded, Container):
             options={"tooltip": "optional layer giving each pixel its own sigma (times the "
                      "sigma below); None blurs every pixel with the same sigma"},
         )  # fmt: skip
-        # Labels or Image layers (magicgui has no widget for a union of layer types).
-        self.mask = ComboBox(
-            choices=self._mask_layers, nullable=True, value=None, label="mask",
-            tooltip="optional Labels or Image layer of the image's shape (or of the blurred "
-            "axes'); its non-zero pixels are marked",
-        )  # fmt: skip
+        self.mask = mask_field(
+            self._mask_layers,
+            "optional Labels or Image layer of the image's shape (or of the blurred axes'); "
+            "its non-zero pixels are marked",
+        )
         self.mask_marks = ComboBox(
             choices=[(label, key) for key, label in MASK_MARKS.items()], value="valid",
             label="mask marks",
@@ -230,12 +241,10 @@ class _BlurForm(Threaded, Container):
             value=False, text="sigma in world units",
             tooltip="read sigma in the layer's units (its scale, e.g. µm) instead of pixels",
         )  # fmt: skip
-        self.axes = ComboBox(
-            choices=[(label, key) for key, label in AXES_CHOICES.items()], value="2d",
-            label="axes",
-            tooltip="which axes are blurred: each 2-D plane on its own, whole 3-D volumes, "
-            "or every axis; the other axes (time, channels) are not blurred",
-        )  # fmt: skip
+        self.axes = axes_field(
+            "which axes are blurred: each 2-D plane on its own, whole 3-D volumes, or every "
+            "axis; the other axes (time, channels) are not blurred"
+        )
         self.mode = ComboBox(
             choices=list(MODE_NAMES) + list(MODE_ALIASES), value="crop", label="mode",
             tooltip="what lies beyond the image edge: crop uses only pixels inside (no "
