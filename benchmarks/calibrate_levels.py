@@ -1,4 +1,4 @@
-"""Fit the level walk's cost constants (``napari_varblur.stacked``) to measured times.
+"""Fit the level walk's cost constants (``napari_varblur.engine.walk``) to measured times.
 
 Runs the level walk and the exact gather (Numba) on a set of smooth and rough maps,
 tilings and sizes, and prints a least-squares fit of seconds against the work counts
@@ -14,10 +14,10 @@ from functools import partial
 import numpy as np
 from sweep import timed  # a sibling script: its folder is on sys.path
 
-from napari_varblur import stacked
 from napari_varblur.backends import load
-from napari_varblur.plan import map_plan
-from napari_varblur.spec import BlurSpec
+from napari_varblur.core.spec import BlurSpec
+from napari_varblur.core.taps import map_plan
+from napari_varblur.engine import walk as stacked
 
 
 def best_of(fn, repeats=2):

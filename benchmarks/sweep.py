@@ -31,7 +31,7 @@ import numpy as np
 
 from napari_varblur import gaussian_blur
 from napari_varblur.backends import load
-from napari_varblur.spec import BlurSpec
+from napari_varblur.core.spec import BlurSpec
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

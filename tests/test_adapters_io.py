@@ -1,4 +1,4 @@
-"""``napari_varblur.io`` in process: what the batch command writes, and what it holds."""
+"""``napari_varblur.adapters.io`` in process: what the batch command writes, and what it holds."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 tifffile = pytest.importorskip("tifffile")
 da = pytest.importorskip("dask.array")
 
-from napari_varblur.io import write_image  # noqa: E402
+from napari_varblur.adapters.io import write_image  # noqa: E402
 
 
 def test_tiff_output_holds_one_slab_not_the_volume(tmp_path):

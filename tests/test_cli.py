@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from napari_varblur import cli
+from napari_varblur.adapters import cli
 from napari_varblur.sample import fluorescence_sample
 
 
@@ -62,7 +62,7 @@ def test_demo_rejects_a_tiny_size(capsys):
 
 def test_python_dash_m_cli_runs_the_demo():
     # The module's __main__ block must run after every function it needs is defined.
-    args = [sys.executable, "-m", "napari_varblur.cli", "demo", "--size", "16"]
+    args = [sys.executable, "-m", "napari_varblur.adapters.cli", "demo", "--size", "16"]
     out = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "all backends meet the contract" in out.stdout
@@ -72,7 +72,7 @@ def test_version_help_defaults_and_missing_extras(capsys, monkeypatch, tmp_path)
     """Issue 11, CLI polish: --version, help in plain words with defaults and the mode
     choices, the device as "cpu", and a missing optional package named with its extra."""
     import napari_varblur
-    from napari_varblur import cli
+    from napari_varblur.adapters import cli
     from napari_varblur.backends import jax_xla
 
     with pytest.raises(SystemExit) as exit_info:

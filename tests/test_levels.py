@@ -6,11 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from napari_varblur import gaussian_blur, levels, stacked
+from napari_varblur import gaussian_blur
 from napari_varblur.backends import load
-from napari_varblur.plan import map_plan
-from napari_varblur.rules import radius_of
-from napari_varblur.spec import BlurSpec
+from napari_varblur.core import levels
+from napari_varblur.core.rules import radius_of
+from napari_varblur.core.spec import BlurSpec
+from napari_varblur.core.taps import map_plan
+from napari_varblur.engine import walk as stacked
 
 MODES = ["crop", "reflect", "mirror", "nearest", "wrap", "constant"]
 BACKENDS = ["numba", "jax", "reference"]

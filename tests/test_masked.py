@@ -8,10 +8,12 @@ import pytest
 
 from bruteforce import normalised_blur
 from conftest import ALL_BACKENDS, ALL_MODES, assert_close
-from napari_varblur import gaussian_blur, masked, stacked
+from napari_varblur import gaussian_blur
 from napari_varblur.backends import load
-from napari_varblur.plan import map_plan
-from napari_varblur.spec import BlurSpec
+from napari_varblur.core.spec import BlurSpec
+from napari_varblur.core.taps import map_plan
+from napari_varblur.engine import masked
+from napari_varblur.engine import walk as stacked
 
 
 def dead_and_region(shape, rng, nan=True):

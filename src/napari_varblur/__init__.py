@@ -8,15 +8,9 @@ present).  The JAX-native, differentiable entry point is :mod:`napari_varblur.ja
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
-from .api import gaussian_blur
+from ._version import __version__
+from .adapters.numpy_api import gaussian_blur
 from .backends import BackendUnavailableError, available_backends
-
-try:
-    __version__ = version("napari-varblur")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
 
 __all__ = [
     "BackendUnavailableError",

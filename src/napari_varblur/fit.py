@@ -28,8 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import jax as vjax
-from .spec import (
+from .adapters import jax_api as vjax
+from .core.spec import (
     check_finite_values,
     check_image_pair,
     check_max_sigma,
@@ -439,7 +439,7 @@ def _initial_nodes(model: _Model, sharp, blurred, valid) -> jax.Array:
 
     The scan runs the engine's global blur on the CPU (Numba): no compile of its own.
     """
-    from .api import gaussian_blur
+    from .adapters.numpy_api import gaussian_blur
 
     trial = np.linspace(0.05, 0.95, 10)
     options = model.options(valid)

@@ -103,7 +103,9 @@ def focus_pair_sample(
     sharp, blurred, sigma_map : numpy.ndarray
         float32; ``sigma_map`` has ``shape``, or ``shape + (ndim,)`` when ``per_axis``.
     """
-    from .api import gaussian_blur  # the sample module is imported by napari: stay light
+    from .adapters.numpy_api import (
+        gaussian_blur,  # the sample module is imported by napari: stay light
+    )
 
     rng = np.random.default_rng(seed)
     grid = np.meshgrid(*[np.arange(n, dtype=np.float64) for n in shape], indexing="ij")

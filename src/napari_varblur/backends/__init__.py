@@ -1,4 +1,4 @@
-"""Backends: each turns a valid :class:`~napari_varblur.spec.BlurSpec` into an array.
+"""Backends: each turns a valid :class:`~napari_varblur.core.spec.BlurSpec` into an array.
 
 A backend module exposes ``blur(spec) -> numpy.ndarray`` (dtype ``spec.precision``),
 ``describe() -> str`` (version and device), ``device_name() -> str`` and
@@ -40,17 +40,17 @@ def load(name: str) -> ModuleType:
 def blur(spec, pad_floor: tuple[int, ...] | None = None):
     """Blur a valid NumPy spec with its backend.
 
-    A sigma map goes to :mod:`napari_varblur.stacked` (global passes per sigma level)
+    A sigma map goes to :mod:`napari_varblur.engine.walk` (global passes per sigma level)
     when its map is quantised, or a ``tolerance`` allows mixing levels, and that is
     less work than the exact per-pixel gather.  The ``reference`` backend always
     gathers: it is the oracle.  A masked spec is two such blurs with one plan
-    (:mod:`napari_varblur.masked`), so their ratio is a normalised convolution.
+    (:mod:`napari_varblur.engine.masked`), so their ratio is a normalised convolution.
     """
     name = resolve(spec.backend)
     module = load(name)
     plan = None
     if spec.sigma_map is not None and name != "reference":
-        from .. import stacked
+        from ..engine import walk as stacked
 
         plan = stacked.choose(spec)
 
@@ -60,7 +60,7 @@ def blur(spec, pad_floor: tuple[int, ...] | None = None):
         return module.blur(plain, pad_floor)
 
     if spec.masked:
-        from .. import masked
+        from ..engine import masked
 
         # A level plan belongs to the full shape; the gather takes any batch shape.
         fused = getattr(module, "masked", None) if plan is None else None

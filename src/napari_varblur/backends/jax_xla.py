@@ -19,7 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..plan import (
+from ..core.spec import BlurSpec
+from ..core.taps import (
     from_working_layout,
     global_plan,
     map_plan,
@@ -27,7 +28,6 @@ from ..plan import (
     shape_along,
     working_layout,
 )
-from ..spec import BlurSpec
 
 #: Up to this many taps a loop is unrolled (XLA fuses it); beyond, a ``fori_loop``
 #: keeps compile time flat.
@@ -117,7 +117,7 @@ def correlate_axis(x, axis: int, n: int, mode: str, left: int, weights, scale, f
     return acc * scale.reshape(shape_along(axis, x.ndim, n))
 
 
-#: The level walk (:mod:`napari_varblur.stacked`) runs whole-image passes here: every
+#: The level walk (:mod:`napari_varblur.engine.walk`) runs whole-image passes here: every
 #: pass of an axis has one shape, so a few programs serve every level.
 WHOLE_IMAGE_LEVELS = True
 

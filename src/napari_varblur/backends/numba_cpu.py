@@ -25,8 +25,9 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ..masked import numerator, ratio
-from ..plan import (
+from ..core.rules import MAX_EXPONENT
+from ..core.spec import BlurSpec
+from ..core.taps import (
     AxisPass,
     MapAxis,
     extend_along,
@@ -36,8 +37,7 @@ from ..plan import (
     padding_order,
     working_layout,
 )
-from ..rules import MAX_EXPONENT
-from ..spec import BlurSpec
+from ..engine.masked import numerator, ratio
 
 
 def describe() -> str:
@@ -146,7 +146,7 @@ def _fused_last_two(x: np.ndarray, p0: AxisPass, p1: AxisPass) -> np.ndarray:
 def masked(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None:
     """A masked blur in one sweep: both sums of the normalised convolution and their
     ratio, or ``None`` where this backend has no such kernel (the generic path of
-    :mod:`napari_varblur.masked` runs two blurs).  ``valid`` has the image's ndim and
+    :mod:`napari_varblur.engine.masked` runs two blurs).  ``valid`` has the image's ndim and
     broadcasts to it; ``counts``: whether constant-mode taps outside the image count."""
     if spec.sigma is not None:
         return _masked_global(spec, valid, counts)
@@ -491,7 +491,7 @@ def _generic_varying(padded, shape, x, spec, plan, out) -> None:
 
 def _padded(work: np.ndarray, plan: list[MapAxis]) -> np.ndarray:
     """``work`` extended on every blurred axis by its padding, in its mode, in
-    :func:`~napari_varblur.plan.padding_order` (crop axes, padded with zeros, last)."""
+    :func:`~napari_varblur.core.taps.padding_order` (crop axes, padded with zeros, last)."""
     padded = work
     for i in padding_order([m.mode for m in plan]):
         if plan[i].pad:

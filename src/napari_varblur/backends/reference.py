@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..plan import AxisPass, MapAxis, extend_along, global_plan, map_plan, shape_along
-from ..spec import BlurSpec
+from ..core.spec import BlurSpec
+from ..core.taps import AxisPass, MapAxis, extend_along, global_plan, map_plan, shape_along
 
 
 def describe() -> str:

@@ -34,10 +34,10 @@ from magicgui.widgets import (
 )
 from napari.layers import Image, Labels, Layer
 
-from .. import __version__
-from ..boundary import MODE_NAMES
+from .._version import __version__
+from ..core.modes import MODE_NAMES
+from ..core.spec import marked_pixels
 from ..fit import SigmaFit, fit_sigma_map_steps
-from ..spec import marked_pixels
 from .layers import (
     DIFFERENCE_COLORMAP,
     METADATA_KEY,

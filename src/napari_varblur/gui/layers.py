@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from napari.layers import Image, Labels, Layer
 
-from .. import __version__, backends
-from ..api import gaussian_blur
-from ..spec import (
+from .. import backends
+from .._version import __version__
+from ..adapters.numpy_api import gaussian_blur
+from ..core.spec import (
     BlurSpec,
     is_dask_array,
     map_for_axes,

@@ -26,8 +26,8 @@ from napari.utils.notifications import show_error, show_info
 from qtpy.QtWidgets import QComboBox, QSizePolicy
 
 from .. import backends
-from ..boundary import MODE_ALIASES, MODE_NAMES
-from ..spec import NAN_POLICIES
+from ..core.modes import MODE_ALIASES, MODE_NAMES
+from ..core.spec import NAN_POLICIES
 from .layers import (
     AXES_CHOICES,
     MASK_MARKS,

@@ -9,11 +9,10 @@ import time
 
 import numpy as np
 
-from . import __version__, backends
-from .api import gaussian_blur
-from .boundary import MODE_ALIASES, MODE_NAMES
-from .sample import fluorescence_sample
-from .spec import (
+from .. import backends
+from .._version import __version__
+from ..core.modes import MODE_ALIASES, MODE_NAMES
+from ..core.spec import (
     NAN_POLICIES,
     map_for_axes,
     marked_pixels,
@@ -22,6 +21,8 @@ from .spec import (
     normalize_tolerance,
     scale_map,
 )
+from ..sample import fluorescence_sample
+from .numpy_api import gaussian_blur
 
 #: The contract's tolerances, relative to max(1, max|image|), against the reference.
 TOLERANCE = {"float32": 1e-5, "float64": 1e-12}
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         status = demo(args.size)
         if args.view:
             try:
-                from .gui.viewer import open_demo_viewer
+                from ..gui.viewer import open_demo_viewer
             except ImportError as err:
                 print(
                     f"varblur demo --view needs napari ({err}); install it with: "

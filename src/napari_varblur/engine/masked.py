@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .spec import BlurSpec
+from ..core.spec import BlurSpec
 
 
 def valid_pixels(image: Any, mask: Any, omit: bool, xp=np) -> Any:

@@ -5,9 +5,9 @@ Each chunk is blurred with its neighbours' pixels within the largest radius arou
 at the array's border only: there a chunk's own edge *is* the array's edge, so the
 backend applies the mode itself (``crop`` renormalises there and nowhere else); only
 ``wrap`` needs the far side of the array, which dask supplies as a periodic halo
-(:attr:`~napari_varblur.boundary.Mode.dask_boundary`).
+(:attr:`~napari_varblur.core.modes.Mode.dask_boundary`).
 
-Every argument was checked by :class:`~napari_varblur.spec.BlurSpec` before a graph is
+Every argument was checked by :class:`~napari_varblur.core.spec.BlurSpec` before a graph is
 built, so a dask call raises the same errors as a NumPy call, at call time.
 """
 
@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from . import backends
-from .plan import global_radius
-from .rules import radius_of
-from .spec import BlurSpec, is_dask_array
+from .. import backends
+from ..core.rules import radius_of
+from ..core.spec import BlurSpec, is_dask_array
+from ..core.taps import global_radius
 
 __all__ = ["blur_lazy", "is_dask_array"]
 
@@ -104,7 +104,7 @@ def _overlap(image, spec: BlurSpec, depths: list[int]) -> tuple[Any, dict, dict]
 
 
 def _blur_block(block, *mask, sigma, kwargs):
-    from .api import gaussian_blur
+    from .numpy_api import gaussian_blur
 
     return gaussian_blur(block, sigma, mask=mask[0] if mask else None, **kwargs)
 

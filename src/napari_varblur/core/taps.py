@@ -1,4 +1,4 @@
-"""From a :class:`~napari_varblur.spec.BlurSpec` to the numbers the backends use.
+"""From a :class:`~napari_varblur.core.spec.BlurSpec` to the numbers the backends use.
 
 The contract's arithmetic that is not the convolution itself lives here, in float64,
 computed once on the host: radii (``ceil(truncate * sigma)`` from the float64 sigma),
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .boundary import Mode
+from .modes import Mode
 from .rules import exponent_of, radius_of
 from .spec import BlurSpec
 

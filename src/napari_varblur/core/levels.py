@@ -34,8 +34,8 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 
-from .plan import NO_LIMIT
 from .rules import radius_of
+from .taps import NO_LIMIT
 
 #: At most this many distinct sigmas (per axis) make a map *quantised*: exact levels.
 MAX_QUANTISED = 64

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .boundary import Mode, canonical_mode
+from .modes import Mode, canonical_mode
 from .rules import MAX_GLOBAL_RADIUS, radius_of
 
 BACKENDS: tuple[str, ...] = ("auto", "numba", "jax", "reference")
@@ -154,7 +154,7 @@ def mask_with_channel_axis(mask: Any, image_shape: tuple[int, ...], channel: int
 
 
 def normalize_modes(mode: object, naxes: int) -> tuple[Mode, ...]:
-    """Return one :class:`~napari_varblur.boundary.Mode` per blurred axis."""
+    """Return one :class:`~napari_varblur.core.modes.Mode` per blurred axis."""
     if isinstance(mode, (str, Mode)):
         return (canonical_mode(mode),) * naxes
     if not isinstance(mode, Sequence):
@@ -591,7 +591,7 @@ class BlurSpec:
     ----------
     image
         The input as a NumPy array (the caller's object, never written to), or a dask
-        array (then :mod:`napari_varblur.chunked` runs it chunk by chunk).
+        array (then :mod:`napari_varblur.adapters.dask_chunks` runs it chunk by chunk).
     axes
         Blurred axes, non-negative, in the order given.
     sigma
@@ -606,10 +606,10 @@ class BlurSpec:
     radius
         One radius per blurred axis when given explicitly, else ``None``.
     modes
-        One :class:`~napari_varblur.boundary.Mode` per blurred axis.
+        One :class:`~napari_varblur.core.modes.Mode` per blurred axis.
     tolerance
         ``None`` for the exact contract, else the allowed error of a sigma-map blur as
-        a fraction of the value range (:mod:`napari_varblur.levels`).
+        a fraction of the value range (:mod:`napari_varblur.core.levels`).
     mask
         ``None``, or a boolean array (True = valid) with the image's ndim that
         broadcasts to its shape (NumPy or dask): the blur reads valid taps only.
@@ -636,7 +636,7 @@ class BlurSpec:
 
     @property
     def masked(self) -> bool:
-        """Whether the blur is a normalised convolution (:mod:`napari_varblur.masked`)."""
+        """Whether the blur is a normalised convolution (:mod:`napari_varblur.engine.masked`)."""
         return self.mask is not None or self.nan_policy == "omit"
 
     @property

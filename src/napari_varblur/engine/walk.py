@@ -1,6 +1,6 @@
 """A sigma map blurred by global passes: quantised maps exactly, others within a tolerance.
 
-:mod:`napari_varblur.levels` gives each blurred axis a list of levels and each pixel a
+:mod:`napari_varblur.core.levels` gives each blurred axis a list of levels and each pixel a
 mix of at most two of them per axis.  Here the image is cut into tiles; a tile needs
 only the levels of its own sigmas, so a smooth map costs a few levels per tile, not
 the whole list.  Per tile, a depth-first walk over the axes runs one 1-D pass per
@@ -22,7 +22,7 @@ from types import ModuleType
 
 import numpy as np
 
-from .levels import (
+from ..core.levels import (
     MAX_LEVEL_RADIUS,
     AxisLevels,
     distinct_values,
@@ -30,9 +30,9 @@ from .levels import (
     tolerance_levels,
     windows,
 )
-from .plan import AxisPass, MapAxis, level_pass, map_plan
-from .rules import radius_of
-from .spec import BlurSpec
+from ..core.rules import radius_of
+from ..core.spec import BlurSpec
+from ..core.taps import AxisPass, MapAxis, level_pass, map_plan
 
 #: Seconds per unit of work, fitted on the Numba backend on 2 cores
 #: (``benchmarks/calibrate_levels.py``): a tap of a 1-D pass, a pass call, a tile's

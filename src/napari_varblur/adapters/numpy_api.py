@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from . import backends
-from .spec import BlurSpec
+from .. import backends
+from ..core.spec import BlurSpec
 
 
 def gaussian_blur(
@@ -129,7 +129,7 @@ def gaussian_blur(
     )
     spec = BlurSpec.from_args(image, sigma, **options)
     if spec.lazy:
-        from .chunked import blur_lazy
+        from .dask_chunks import blur_lazy
 
         return blur_lazy(spec)
     if spec.image.size == 0:
