@@ -59,7 +59,8 @@ from typing import Any
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+SCRIPT = Path(__file__).resolve()
+HERE = SCRIPT.parent
 RESULT = "AB-RESULT "  # prefix of the worker's result line on stdout
 WRONG_TREE = 3  # worker exit status: the package came from elsewhere (stops the run)
 
@@ -206,9 +207,11 @@ class Case:
     quick: Shape | None  # None: skipped with --quick
 
     def shape(self, quick: bool) -> Shape | None:
+        """The image shape at full or quick size (None: skipped)."""
         return self.quick if quick else self.full
 
     def label(self, quick: bool) -> str:
+        """Number, title and size, for the table."""
         return f"{self.key}. {self.title} {'x'.join(map(str, self.shape(quick)))}"
 
 
@@ -300,14 +303,8 @@ def run_worker(tree: Path, case: Case, args: argparse.Namespace) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
     env["AB_TREE"] = str(tree)
-    cmd = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--worker",
-        case.key,
-        "--repeats",
-        str(args.repeats),
-    ] + (["--quick"] if args.quick else [])
+    cmd = [sys.executable, str(SCRIPT), "--worker", case.key, "--repeats", str(args.repeats)]
+    cmd += ["--quick"] * args.quick
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
@@ -323,7 +320,13 @@ def run_worker(tree: Path, case: Case, args: argparse.Namespace) -> dict:
     return result
 
 
-def run_all(trees: dict[str, Path], cases: list[Case], args) -> dict[str, dict[str, list]]:
+def progress(start: float, where: str, res: dict) -> None:
+    """One line on stderr per worker: elapsed time, which run, its median or error."""
+    what = res.get("error") or f"{res['median']:.4g} s (warm-up {res['warmup_s']:.3g} s)"
+    print(f"[{time.perf_counter() - start:7.1f} s] {where}: {what}", file=sys.stderr, flush=True)
+
+
+def run_all(trees: dict[str, Path], cases: list[Case], args: argparse.Namespace) -> dict:
     """Rounds of base, head per case (ABAB); every worker's result per case and side."""
     results = {c.key: {side: [] for side in trees} for c in cases}
     start = time.perf_counter()
@@ -332,15 +335,7 @@ def run_all(trees: dict[str, Path], cases: list[Case], args) -> dict[str, dict[s
             for side, tree in trees.items():
                 res = run_worker(tree, case, args)
                 results[case.key][side].append(res)
-                what = (
-                    res.get("error") or f"{res['median']:.4g} s (warm-up {res['warmup_s']:.3g} s)"
-                )
-                print(
-                    f"[{time.perf_counter() - start:7.1f} s] round {r + 1}/{args.rounds} "
-                    f"{case.label(args.quick)} {side}: {what}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                progress(start, f"round {r + 1}/{args.rounds} {case.label(args.quick)} {side}", res)
     return results
 
 
@@ -375,7 +370,7 @@ def tree_info(tree: Path) -> dict:
     """The tree's path and, for a git checkout, its commit and whether it is edited."""
     info: dict[str, Any] = dict(path=str(tree))
     try:
-        info["commit"] = git(tree, "log", "-1", "--format=%H %s")
+        info["commit"], info["subject"] = git(tree, "log", "-1", "--format=%H%n%s").split("\n", 1)
         info["dirty"] = bool(git(tree, "status", "--porcelain", "--", "."))
     except (OSError, subprocess.CalledProcessError):
         pass
@@ -503,36 +498,45 @@ def notes(rows: list[dict]) -> list[str]:
     return lines
 
 
-def markdown(report: dict) -> str:
-    """The whole report as markdown: machine, trees, settings, table, notes."""
+def describe(tree: dict) -> str:
+    """A tree's path, and its commit and subject when it is a git checkout."""
+    text = f"`{tree['path']}`"
+    if "commit" in tree:
+        text += f" at {tree['commit'][:10]} ({tree['subject']})"
+    return text + (" + uncommitted changes" if tree.get("dirty") else "")
+
+
+def preamble(report: dict) -> list[str]:
+    """Title, machine, the two trees and the settings, above the table."""
     m, s = report["machine"], report["settings"]
-    head = [
+    load = ", ".join(f"{x:.2f}" for x in m["load"])
+    versions = ", ".join(f"{k} {v}" for k, v in m["versions"].items())
+    quick = ", quick sizes" if s["quick"] else ""
+    return [
         f"# A/B: head vs base ({m['date']})",
         "",
-        f"{m['cpu']}, {m['cores']} cores ({m['usable_cores']} usable), load "
-        f"{', '.join(f'{x:.2f}' for x in m['load'])}; Python {m['python']}, "
-        + ", ".join(f"{k} {v}" for k, v in m["versions"].items())
-        + ".",
+        f"{m['cpu']}, {m['cores']} cores ({m['usable_cores']} usable), load {load}; "
+        f"Python {m['python']}, {versions}.",
+        "",
+        *(f"- {side}: {describe(tree)}" for side, tree in report["trees"].items()),
+        "",
+        f"{s['rounds']} rounds x {s['repeats']} repeats{quick}; seconds are medians over "
+        f"rounds of each worker's median; total {report['elapsed_s']:.0f} s.",
         "",
     ]
-    for side in ("base", "head"):
-        t = report["trees"][side]
-        commit = f" at {t['commit']}" + (" + uncommitted changes" if t.get("dirty") else "")
-        head.append(f"- {side}: `{t['path']}`{commit if 'commit' in t else ''}")
-    quick = ", quick sizes" if s["quick"] else ""
-    head += [
-        "",
-        f"{s['rounds']} rounds x {s['repeats']} repeats{quick}; seconds are medians "
-        f"over rounds of each worker's median; total {report['elapsed_s']:.0f} s.",
-        "",
-    ]
-    return "\n".join(head + table(report["rows"]) + [""] + notes(report["rows"]))
+
+
+def markdown(report: dict) -> str:
+    """The whole report as markdown: preamble, table, notes."""
+    rows = report["rows"]
+    return "\n".join(preamble(report) + table(rows) + [""] + notes(rows))
 
 
 # --- command line ----------------------------------------------------------------------
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
+    """The command line's options (``--worker CASE``: run one case in this process)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--base", type=Path, help="the base tree: a src folder with napari_varblur")
     p.add_argument("--base-rev", help="or a git revision: worktree /tmp/ab-base-REV, its src")
@@ -560,12 +564,14 @@ def chosen_cases(args: argparse.Namespace) -> list[Case]:
 
 
 def check_trees(trees: dict[str, Path]) -> None:
+    """Stop unless each tree holds a ``napari_varblur`` package."""
     for side, tree in trees.items():
         if not (tree / "napari_varblur" / "__init__.py").is_file():
             sys.exit(f"ab.py: --{side} {tree} holds no napari_varblur package")
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the A/B comparison (or, with ``--worker``, one case); 1 if a case failed."""
     args = parse(argv)
     if args.worker:
         return worker(args.worker, args.repeats, args.quick)

@@ -2,7 +2,7 @@
 
 Runs the level walk and the exact gather (Numba) on a set of smooth and rough maps,
 tilings and sizes, and prints a least-squares fit of seconds against the work counts
-of ``stacked._walk_work``, with each case's estimate and measurement.
+of ``napari_varblur.engine.cost._walk_work``, with each case's estimate and measurement.
 
     .venv/bin/python benchmarks/calibrate_levels.py
 """
@@ -17,7 +17,7 @@ from sweep import timed  # a sibling script: its folder is on sys.path
 from napari_varblur.backends import load
 from napari_varblur.core.spec import BlurSpec
 from napari_varblur.core.taps import map_plan
-from napari_varblur.engine import walk as stacked
+from napari_varblur.engine import cost, walk
 
 
 def best_of(fn, repeats=2):
@@ -44,16 +44,18 @@ def main() -> None:
         image = rng.random(shape, dtype=np.float32)
         spec = BlurSpec.from_args(image, sigma, tolerance=1e-3, backend="numba")
         maps = map_plan(spec)
-        levels, diagonal = stacked.levels_for(spec, maps)
-        survey = stacked.Survey(spec, maps)
+        levels, diagonal = cost.levels_for(spec, maps)
+        survey = cost.Survey(spec, maps)
         change = survey.change
         gather_s = best_of(partial(numba.blur, spec), 1)
-        for length in stacked._tile_candidates(spec, maps)[::2]:
-            tiles = stacked._tile_lengths(maps, change, length)
-            plan = stacked.Plan(levels, tiles, diagonal, False, survey)
-            walk_s = best_of(partial(stacked.blur, spec, plan, numba))
-            work = stacked._walk_work(spec, maps, survey, levels, tiles, diagonal)
-            est, est_gather = stacked._estimate(spec, maps, survey, levels, tiles, diagonal)
+        for length in cost._tile_candidates(spec, maps)[::2]:
+            tiles = cost._tile_lengths(maps, change, length)
+            plan = cost.Plan(levels, tiles, diagonal, False, survey)
+            walk_s = best_of(partial(walk.blur, spec, plan, numba))
+            work = cost._walk_work(spec, maps, survey, levels, tiles, diagonal)
+            est, est_gather = cost._estimate(
+                spec, maps, survey, levels, tiles, diagonal, cost.NUMBA_COSTS
+            )
             rows.append((work, walk_s, gather_s, len(shape)))
             print(
                 f"{shape} sigma<= {float(sigma.max()):.0f} tiles {tiles}: walk {walk_s:.4f} s "

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from napari_varblur.core.rules import CONTRACT_TOLERANCE
+
 #: The contract's tolerances, relative to max(1, max|image|), against the float64 reference.
-TOLERANCE = {"float32": 1e-5, "float64": 1e-12}
+TOLERANCE = CONTRACT_TOLERANCE
 
 #: Largest problem (pixels) whose float64 reference is computed at full size: the
 #: reference backend for sigma maps is slow, scipy for global sigma is not.

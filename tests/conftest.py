@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from napari_varblur import available_backends
+from napari_varblur.core.rules import CONTRACT_TOLERANCE
 
 FAST_BACKENDS = [
     name for name in ("numba", "jax") if not available_backends()[name].startswith("unavailable")
@@ -18,7 +19,7 @@ ALL_MODES = ["crop", *SCIPY_MODES]
 def tolerance(precision: str, image: np.ndarray) -> float:
     """The contract: 1e-12 (float64) or 1e-5 (float32) times max(1, max|image|)."""
     scale = max(1.0, float(np.abs(np.asarray(image, dtype=np.float64)).max(initial=0.0)))
-    return (1e-12 if np.dtype(precision) == np.float64 else 1e-5) * scale
+    return CONTRACT_TOLERANCE[np.dtype(precision).name] * scale
 
 
 def assert_close(actual: np.ndarray, expected: np.ndarray, precision: str, image: np.ndarray):

@@ -263,7 +263,7 @@ def test_non_finite_values_need_a_mask_or_omit(pair, name):
 def test_images_become_new_float64_arrays(pair):
     """float16 sums overflow (the objective's scale would be inf): the images are read
     as float64, and never aliased."""
-    from napari_varblur.core.spec import check_image_pair
+    from napari_varblur.fit.validate import check_image_pair
 
     big = (1000 * pair[0]).astype(np.float16)
     sharp, blurred = check_image_pair(big, big)

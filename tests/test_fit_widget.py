@@ -19,7 +19,7 @@ from conftest import PLUGIN, dock  # noqa: E402
 from napari_varblur import fit as fit_module  # noqa: E402
 from napari_varblur.fit import SigmaFit  # noqa: E402
 from napari_varblur.gui import fit_widget, widgets  # noqa: E402
-from napari_varblur.gui.layers import METADATA_KEY, SIGMA_MAP_ROLE, is_sigma_map  # noqa: E402
+from napari_varblur.gui.schema import METADATA_KEY, SIGMA_MAP_ROLE, is_sigma_map  # noqa: E402
 from napari_varblur.sample import focus_pair_sample  # noqa: E402
 
 SCALE, TRANSLATE = (2.0, 0.5), (10.0, -3.0)

@@ -12,7 +12,7 @@ from napari_varblur.core import levels
 from napari_varblur.core.rules import radius_of
 from napari_varblur.core.spec import BlurSpec
 from napari_varblur.core.taps import map_plan
-from napari_varblur.engine import walk as stacked
+from napari_varblur.engine import cost, router, walk
 
 MODES = ["crop", "reflect", "mirror", "nearest", "wrap", "constant"]
 BACKENDS = ["numba", "jax", "reference"]
@@ -20,17 +20,17 @@ BACKENDS = ["numba", "jax", "reference"]
 
 def exact(image, sigma, **kw):
     spec = BlurSpec.from_args(image, sigma, backend="reference", precision="float64", **kw)
-    return load("reference").blur(spec)
+    return load("reference").gather(spec)
 
 
 def levels_blur(image, sigma, backend, tiles=7, precision="float64", **kw):
     """The level walk forced (small tiles, so tiling and narrowing are exercised)."""
     spec = BlurSpec.from_args(image, sigma, backend=backend, precision=precision, **kw)
     maps = map_plan(spec)
-    found = stacked.levels_for(spec, maps)
+    found = cost.levels_for(spec, maps)
     assert found is not None
-    plan = stacked.Plan(found[0], (tiles,) * len(maps), found[1], False)
-    return stacked.blur(spec, plan, load(backend))
+    plan = cost.Plan(found[0], (tiles,) * len(maps), found[1], False)
+    return walk.blur(spec, plan, load(backend))
 
 
 def value_range(image, mode, cval):
@@ -188,7 +188,7 @@ def test_quantised_maps_are_exact_and_chosen_automatically(rng):
     image[3, 3, 3] = np.nan
     for mode in MODES:
         spec = BlurSpec.from_args(image, sigma, mode=mode, backend="numba", precision="float64")
-        plan = stacked.choose(spec)
+        plan = router.route(spec).plan
         assert plan is not None and plan.exact
         out = gaussian_blur(image, sigma, mode=mode, backend="numba", precision="float64")
         expected = exact(image, sigma, mode=mode)
@@ -199,12 +199,12 @@ def test_quantised_maps_are_exact_and_chosen_automatically(rng):
 def test_choice_prefers_the_gather_for_a_rough_map_and_levels_for_a_smooth_one(rng):
     image = rng.random((256, 256)).astype(np.float32)
     rough = rng.uniform(1, 4, image.shape)
-    assert stacked.choose(BlurSpec.from_args(image, rough, tolerance=1e-3)) is None
+    assert router.route(BlurSpec.from_args(image, rough, tolerance=1e-3)).kind == "gather"
     smooth = np.broadcast_to(np.linspace(1.0, 16.0, 256), image.shape) + rough * 1e-6
-    plan = stacked.choose(BlurSpec.from_args(image, smooth, tolerance=1e-3))
+    plan = router.route(BlurSpec.from_args(image, smooth, tolerance=1e-3)).plan
     assert plan is not None and not plan.exact
     # Without a tolerance a smooth map keeps the exact gather.
-    assert stacked.choose(BlurSpec.from_args(image, smooth)) is None
+    assert router.route(BlurSpec.from_args(image, smooth)).kind == "gather"
     out = gaussian_blur(image, smooth, tolerance=1e-3, backend="numba")
     assert_within(out, exact(image, smooth), 1e-3, image, precision="float32")
 

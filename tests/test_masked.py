@@ -3,6 +3,8 @@ the brute-force float64 sum of ``bruteforce.py`` and astropy's ``convolve``."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -12,8 +14,7 @@ from napari_varblur import gaussian_blur
 from napari_varblur.backends import load
 from napari_varblur.core.spec import BlurSpec
 from napari_varblur.core.taps import map_plan
-from napari_varblur.engine import masked
-from napari_varblur.engine import walk as stacked
+from napari_varblur.engine import cost, masked, router, walk
 
 
 def dead_and_region(shape, rng, nan=True):
@@ -248,10 +249,15 @@ def test_tolerance_levels_keep_the_masked_bound(rng, shared):
     for backend in ("numba", "jax"):
         spec = BlurSpec.from_args(image, sigma, mask=mask, nan_policy="omit", tolerance=t,
                                   backend=backend, precision="float64")  # fmt: skip
-        levels, diagonal = stacked.levels_for(spec, map_plan(spec))
-        plan = stacked.Plan(levels, (7, 7), diagonal, False)
-        walk = lambda s, plan=plan, b=backend: stacked.blur(s, plan, load(b))  # noqa: E731
-        out = masked.blur(spec, walk, share_batch=False)
+        levels, diagonal = cost.levels_for(spec, map_plan(spec))
+        plan = cost.Plan(levels, (7, 7), diagonal, False)
+        plain = replace(spec, mask=None, nan_policy="propagate")
+
+        def run(values, cval, plan=plan, backend=backend, plain=plain):
+            return walk.blur(replace(plain, image=values, cval=cval), plan, load(backend))
+
+        out = masked.normalized_convolution(spec.image, spec.mask, spec.cval, True, run,
+                                            dtype=np.dtype(spec.precision))  # fmt: skip
         assert_masked_bound(out, exact, share, image, mask, t)
 
 
@@ -264,7 +270,7 @@ def test_tolerance_chooses_levels_for_a_big_smooth_masked_map(rng):
     mask[200:260, 300:330] = False
     t = 1e-2
     spec = BlurSpec.from_args(image, sigma, mask=mask, nan_policy="omit", tolerance=t)
-    assert stacked.choose(spec) is not None
+    assert router.route(spec).kind == "levels"
     out = gaussian_blur(image, sigma, mask=mask, nan_policy="omit", tolerance=t,
                         precision="float64")  # fmt: skip
     exact = gaussian_blur(image, sigma, mask=mask, nan_policy="omit", precision="float64")

@@ -13,7 +13,8 @@ from qtpy.QtCore import QTimer  # noqa: E402
 from conftest import PLUGIN, dock  # noqa: E402
 from napari_varblur import blur_layer, gaussian_blur  # noqa: E402
 from napari_varblur.core.spec import is_dask_array  # noqa: E402
-from napari_varblur.gui.layers import METADATA_KEY, LayerBlur  # noqa: E402
+from napari_varblur.gui.layers import LayerBlur  # noqa: E402
+from napari_varblur.gui.schema import METADATA_KEY  # noqa: E402
 
 
 def click_and_wait(qtbot, widget, button=None, timeout=120_000):

@@ -10,7 +10,7 @@ napari = pytest.importorskip("napari")
 
 from conftest import PLUGIN, dock  # noqa: E402
 from napari_varblur import sigma_maps  # noqa: E402
-from napari_varblur.gui.layers import METADATA_KEY, SIGMA_MAP_ROLE, is_sigma_map  # noqa: E402
+from napari_varblur.gui.schema import METADATA_KEY, SIGMA_MAP_ROLE, is_sigma_map  # noqa: E402
 
 SCALE, TRANSLATE = (2.0, 0.5, 0.5), (4.0, -1.0, 3.0)
 

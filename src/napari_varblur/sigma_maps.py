@@ -33,34 +33,12 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from .core.checks import ArgumentError, real
+
 __all__ = ["defocus", "from_image", "from_labels", "radial"]
 
 
 # --- argument checks ------------------------------------------------------------------
-
-
-def _real(name: str, value: object) -> float:
-    """``value`` as a float; TypeError naming ``name`` unless it is a real number."""
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: must be a real number, got {type(value).__name__}")
-    return float(value)
-
-
-def _finite(name: str, value: object) -> float:
-    number = _real(name, value)
-    if not np.isfinite(number):
-        raise ValueError(f"{name}: must be finite, got {number}")
-    return number
-
-
-def _sigma(name: str, value: object) -> float:
-    """A finite sigma >= 0, or ValueError/TypeError naming ``name``."""
-    number = _real(name, value)
-    if not np.isfinite(number):
-        raise ValueError(f"{name}: sigma must be finite, got {number}")
-    if number < 0:
-        raise ValueError(f"{name}: sigma must be >= 0, got {number}")
-    return number
 
 
 def _shape(shape: object) -> tuple[int, ...]:
@@ -68,16 +46,16 @@ def _shape(shape: object) -> tuple[int, ...]:
     if isinstance(shape, numbers.Integral) and not isinstance(shape, bool | np.bool_):
         shape = (shape,)
     if not isinstance(shape, Sequence | np.ndarray) or isinstance(shape, str):
-        raise TypeError(f"shape: must be a tuple of ints, got {type(shape).__name__}")
+        raise ArgumentError(f"shape: must be a tuple of ints, got {type(shape).__name__}")
     sizes = []
     for size in shape:
         if isinstance(size, bool | np.bool_) or not isinstance(size, numbers.Integral):
-            raise TypeError(f"shape: sizes must be ints, got {size!r}")
+            raise ArgumentError(f"shape: sizes must be ints, got {size!r}")
         if size < 0:
-            raise ValueError(f"shape: sizes must be >= 0, got {tuple(shape)}")
+            raise ArgumentError(f"shape: sizes must be >= 0, got {tuple(shape)}")
         sizes.append(int(size))
     if not sizes:
-        raise ValueError("shape: needs at least one axis, got ()")
+        raise ArgumentError("shape: needs at least one axis, got ()")
     return tuple(sizes)
 
 
@@ -85,7 +63,7 @@ def _real_array(name: str, value: npt.ArrayLike) -> np.ndarray:
     """``value`` as an array of real numbers (bool/int/float); TypeError naming ``name``."""
     array = np.asarray(value)
     if array.dtype.kind not in "biuf":
-        raise TypeError(f"{name}: must hold real numbers, got dtype {array.dtype}")
+        raise ArgumentError(f"{name}: must hold real numbers, got dtype {array.dtype}")
     return array
 
 
@@ -128,33 +106,35 @@ def from_labels(
     """
     label_array = np.asarray(labels)
     if label_array.dtype.kind not in "iu":
-        raise TypeError(
+        raise ArgumentError(
             f"labels: must be an integer array, got dtype {label_array.dtype}"
             " (convert a boolean mask with .astype(int))"
         )
     if label_array.ndim == 0:
-        raise ValueError("labels: needs at least one axis, got a 0-d array")
+        raise ArgumentError("labels: needs at least one axis, got a 0-d array")
     if not isinstance(sigmas, Mapping):
-        raise TypeError(f"sigmas: must be a mapping label -> sigma, got {type(sigmas).__name__}")
-    default_sigma = _sigma("default", default)
+        raise ArgumentError(
+            f"sigmas: must be a mapping label -> sigma, got {type(sigmas).__name__}"
+        )
+    default_sigma = real("default", default, at_least=0)
     table: dict[int, float] = {}
     for key, value in sigmas.items():
         if isinstance(key, bool | np.bool_):
-            raise TypeError(f"sigmas: label {key!r} is not an integer")
+            raise ArgumentError(f"sigmas: label {key!r} is not an integer")
         try:
             label = operator.index(key)
         except TypeError:
-            raise TypeError(f"sigmas: label {key!r} is not an integer") from None
+            raise ArgumentError(f"sigmas: label {key!r} is not an integer") from None
         if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
-            raise TypeError(
+            raise ArgumentError(
                 f"sigmas: label {label} has a sigma of type {type(value).__name__},"
                 " not a real number"
             )
         sigma = float(value)
         if not np.isfinite(sigma):
-            raise ValueError(f"sigmas: label {label} has a non-finite sigma {sigma}")
+            raise ArgumentError(f"sigmas: label {label} has a non-finite sigma {sigma}")
         if sigma < 0:
-            raise ValueError(f"sigmas: label {label} has a negative sigma {sigma}")
+            raise ArgumentError(f"sigmas: label {label} has a negative sigma {sigma}")
         table[label] = sigma
 
     present, inverse = np.unique(label_array, return_inverse=True)
@@ -216,25 +196,25 @@ def defocus(
     sizes = _shape(shape)
     ndim = len(sizes)
     if isinstance(axis, bool | np.bool_) or not isinstance(axis, numbers.Integral):
-        raise TypeError(f"axis: must be an int, got {type(axis).__name__}")
+        raise ArgumentError(f"axis: must be an int, got {type(axis).__name__}")
     if not -ndim <= axis < ndim:
-        raise ValueError(f"axis: {axis} is out of range for a shape with {ndim} axes")
+        raise ArgumentError(f"axis: {axis} is out of range for a shape with {ndim} axes")
     axis = int(axis) % ndim
-    slope_value = _sigma("slope", slope)
-    sigma0_value = _sigma("sigma0", sigma0)
+    slope_value = real("slope", slope, at_least=0)
+    sigma0_value = real("sigma0", sigma0, at_least=0)
 
     focus_array = _real_array("focus", focus).astype(np.float64)
     if not np.isfinite(focus_array).all():
-        raise ValueError("focus: must be finite (NaN or inf found)")
+        raise ArgumentError("focus: must be finite (NaN or inf found)")
     other = sizes[:axis] + sizes[axis + 1 :]
     if focus_array.ndim > len(other):
-        raise ValueError(
+        raise ArgumentError(
             f"focus: shape {focus_array.shape} has more axes than the other axes of"
             f" shape {sizes} without axis {axis}, {other}"
         )
     focus_array = focus_array.reshape((1,) * (len(other) - focus_array.ndim) + focus_array.shape)
     if any(f not in (1, s) for f, s in zip(focus_array.shape, other)):
-        raise ValueError(
+        raise ArgumentError(
             f"focus: shape {np.shape(focus)} does not broadcast to {other}"
             f" (shape {sizes} without axis {axis})"
         )
@@ -246,7 +226,7 @@ def defocus(
     with np.errstate(over="ignore", invalid="ignore"):
         result = sigma0_value + slope_value * np.abs(index - focus_array)
     if not np.isfinite(result).all():
-        raise ValueError("slope: sigma0 + slope * |i - focus| overflows float64")
+        raise ArgumentError("slope: sigma0 + slope * |i - focus| overflows float64")
     return result
 
 
@@ -298,16 +278,16 @@ def radial(
     sizes = _shape(shape)
     center_array = _real_array("center", center).astype(np.float64)
     if center_array.shape != (len(sizes),):
-        raise ValueError(
+        raise ArgumentError(
             f"center: needs one coordinate per axis ({len(sizes)}), got shape {center_array.shape}"
         )
     if not np.isfinite(center_array).all():
-        raise ValueError(f"center: must be finite, got {tuple(center_array.tolist())}")
-    inner = _sigma("sigma_center", sigma_center)
-    outer = _sigma("sigma_edge", sigma_edge)
-    radius_value = _finite("radius", radius)
+        raise ArgumentError(f"center: must be finite, got {tuple(center_array.tolist())}")
+    inner = real("sigma_center", sigma_center, at_least=0)
+    outer = real("sigma_edge", sigma_edge, at_least=0)
+    radius_value = real("radius", radius)
     if radius_value <= 0:
-        raise ValueError(f"radius: must be > 0, got {radius_value}")
+        raise ArgumentError(f"radius: must be > 0, got {radius_value}")
 
     squared = np.zeros(sizes, dtype=np.float64)
     for axis, (size, c) in enumerate(zip(sizes, center_array)):
@@ -359,18 +339,18 @@ def from_image(
     """
     array = _real_array("values", values)
     if array.ndim == 0:
-        raise ValueError("values: needs at least one axis, got a 0-d array")
-    low = _finite("lo", lo)
-    high = _finite("hi", hi)
+        raise ArgumentError("values: needs at least one axis, got a 0-d array")
+    low = real("lo", lo)
+    high = real("hi", hi)
     if not low < high:
-        raise ValueError(f"lo, hi: lo must be < hi, got lo={low}, hi={high}")
+        raise ArgumentError(f"lo, hi: lo must be < hi, got lo={low}, hi={high}")
     if not np.isfinite(high - low):
-        raise ValueError(f"lo, hi: the range hi - lo overflows float64 (lo={low}, hi={high})")
-    start = _sigma("sigma_lo", sigma_lo)
-    end = _sigma("sigma_hi", sigma_hi)
+        raise ArgumentError(f"lo, hi: the range hi - lo overflows float64 (lo={low}, hi={high})")
+    start = real("sigma_lo", sigma_lo, at_least=0)
+    end = real("sigma_hi", sigma_hi, at_least=0)
     data = array.astype(np.float64)
     if np.isnan(data).any():
-        raise ValueError("values: holds NaN; fill or mask it first (e.g. np.nan_to_num)")
+        raise ArgumentError("values: holds NaN; fill or mask it first (e.g. np.nan_to_num)")
     fraction = (np.clip(data, low, high) - low) / (high - low)
     result = start * (1.0 - fraction) + end * fraction
     # Rounding must not step outside [min, max] of the two sigmas (never below 0).

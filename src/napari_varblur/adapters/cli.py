@@ -12,20 +12,16 @@ import numpy as np
 from .. import backends
 from .._version import __version__
 from ..core.modes import MODE_ALIASES, MODE_NAMES
+from ..core.rules import CONTRACT_TOLERANCE
 from ..core.spec import (
     NAN_POLICIES,
-    map_for_axes,
-    marked_pixels,
     normalize_channel_axis,
     normalize_global_sigma,
     normalize_tolerance,
-    scale_map,
 )
 from ..sample import fluorescence_sample
 from .numpy_api import gaussian_blur
-
-#: The contract's tolerances, relative to max(1, max|image|), against the reference.
-TOLERANCE = {"float32": 1e-5, "float64": 1e-12}
+from .request import map_for_axes, marked_pixels, scale_map
 
 
 def demo(size: int = 256, out=sys.stdout) -> int:
@@ -62,7 +58,7 @@ def demo(size: int = 256, out=sys.stdout) -> int:
             result = gaussian_blur(image, sigma_map, backend=name, precision=precision)
             elapsed = time.perf_counter() - t0
             diff = float(np.abs(result.astype(np.float64) - reference).max())
-            tolerance = TOLERANCE[precision] * scale
+            tolerance = CONTRACT_TOLERANCE[precision] * scale
             ok = diff <= tolerance and result.dtype == np.dtype(precision)
             failures += not ok
             device = backends.load(name).device_name()

@@ -8,11 +8,13 @@ backend applies the mode itself (``crop`` renormalises there and nowhere else); 
 (:attr:`~napari_varblur.core.modes.Mode.dask_boundary`).
 
 Every argument was checked by :class:`~napari_varblur.core.spec.BlurSpec` before a graph is
-built, so a dask call raises the same errors as a NumPy call, at call time.
+built, so a dask call raises the same errors as a NumPy call, at call time; each chunk
+then goes straight to the router (:mod:`napari_varblur.engine.router`) with that spec.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -21,6 +23,7 @@ from .. import backends
 from ..core.rules import radius_of
 from ..core.spec import BlurSpec, is_dask_array
 from ..core.taps import global_radius
+from ..engine import router
 
 __all__ = ["blur_lazy", "is_dask_array"]
 
@@ -32,18 +35,11 @@ def blur_lazy(spec: BlurSpec):
     image = da.asarray(spec.image)
     depths = _depths(spec)
     image, depth, boundary = _overlap(image, spec, depths)
-    kwargs = dict(
-        mode=spec.modes,
-        cval=spec.cval,
-        truncate=spec.truncate,
-        radius=spec.radius,
-        axes=spec.axes,
-        backend=backends.resolve(spec.backend),
-        precision=spec.precision,
-        tolerance=spec.tolerance,
-        # "raise" was checked on the whole array: the chunks propagate.
-        nan_policy="omit" if spec.nan_policy == "omit" else "propagate",
-    )
+    # Each chunk runs the router on this spec with its own blocks: validated once, here.
+    # "raise" was checked on the whole array: the chunks propagate.
+    template = replace(spec, image=None, sigma_map=None, mask=None,
+                       backend=backends.resolve(spec.backend),
+                       nan_policy="omit" if spec.nan_policy == "omit" else "propagate")  # fmt: skip
     # The mask travels with the image: same chunks, same halo, same edge handling.
     masks = []
     if spec.mask is not None:
@@ -51,15 +47,14 @@ def blur_lazy(spec: BlurSpec):
     overlap = dict(depth=depth, boundary=boundary, dtype=spec.precision,
                    meta=np.empty((0,) * image.ndim, dtype=spec.precision))  # fmt: skip
     if spec.sigma is not None:
-        return da.map_overlap(_blur_block, image, *masks, sigma=spec.sigma, kwargs=kwargs,
-                              **overlap)  # fmt: skip
+        return da.map_overlap(_blur_block, image, *masks, template=template, **overlap)
     # The map goes in as arrays shaped like the image (one per axis for a per-axis map):
     # dask aligns arrays of different ndim by their trailing axes, which would misplace
     # a map's extra axis.
     parts = spec.sigma_map[:1] if spec.isotropic else spec.sigma_map
     parts = [da.broadcast_to(da.asarray(p), image.shape).rechunk(image.chunks) for p in parts]
-    return da.map_overlap(_map_block, image, *masks, *parts, kwargs=kwargs, pads=tuple(depths),
-                          masked=bool(masks), **overlap)  # fmt: skip
+    return da.map_overlap(_map_block, image, *masks, *parts, template=template,
+                          pads=tuple(depths), masked=bool(masks), **overlap)  # fmt: skip
 
 
 def _depths(spec: BlurSpec) -> list[int]:
@@ -103,19 +98,14 @@ def _overlap(image, spec: BlurSpec, depths: list[int]) -> tuple[Any, dict, dict]
     return image, depth, boundary
 
 
-def _blur_block(block, *mask, sigma, kwargs):
-    from .numpy_api import gaussian_blur
-
-    return gaussian_blur(block, sigma, mask=mask[0] if mask else None, **kwargs)
+def _blur_block(block, *mask, template: BlurSpec):
+    return router.blur(replace(template, image=block, mask=mask[0] if mask else None))
 
 
-def _map_block(block, *blocks, kwargs, pads, masked):
+def _map_block(block, *blocks, template: BlurSpec, pads, masked):
     """Blur one chunk with its parts of the mask (first, when ``masked``) and the map;
     the padding is the array's largest radius on every chunk, so equal chunk shapes
     give equal compiled programs."""
-    mask, sigma_blocks = (blocks[0], blocks[1:]) if masked else (None, blocks)
-    sigma = sigma_blocks[0] if len(sigma_blocks) == 1 else np.stack(sigma_blocks, axis=-1)
-    spec = BlurSpec.from_args(block, sigma, mask=mask, **kwargs)
-    if spec.image.size == 0:
-        return np.empty(spec.shape, dtype=spec.precision)
-    return backends.blur(spec, pad_floor=pads)
+    mask, parts = (blocks[0], blocks[1:]) if masked else (None, blocks)
+    maps = parts * len(template.axes) if template.isotropic else parts
+    return router.blur(replace(template, image=block, sigma_map=maps, mask=mask), pad_floor=pads)

@@ -1,12 +1,14 @@
-"""The public blur function: validate once, then hand a clean spec to a backend."""
+"""The NumPy (and dask) API: validate once, then hand the spec to the router (NumPy) or
+to the chunked adapter (dask)."""
 
 from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
 
-from .. import backends
 from ..core.spec import BlurSpec
+from ..engine import router
+from .dask_chunks import blur_lazy
 
 
 def gaussian_blur(
@@ -129,9 +131,5 @@ def gaussian_blur(
     )
     spec = BlurSpec.from_args(image, sigma, **options)
     if spec.lazy:
-        from .dask_chunks import blur_lazy
-
         return blur_lazy(spec)
-    if spec.image.size == 0:
-        return np.empty(spec.shape, dtype=spec.precision)
-    return backends.blur(spec)
+    return router.blur(spec)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.spec import BlurSpec
-from ..core.taps import AxisPass, MapAxis, extend_along, global_plan, map_plan, shape_along
+from ..core.taps import MapAxis, extend_along, global_plan, map_plan, shape_along
+from .base import Backend
 
 
 def describe() -> str:
@@ -20,23 +21,21 @@ def device_name() -> str:
     return "cpu (float64 numpy)"
 
 
-def blur(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray:
+def global_blur(spec: BlurSpec) -> np.ndarray:
     x = spec.image.astype(np.float64)
-    if spec.sigma is not None:
-        for p in global_plan(spec):
-            x = _correlate_axis(x, p)
-    else:
-        x = _varying_blur(x, map_plan(spec, pad_floor))
+    for p in global_plan(spec):
+        x = correlate(x, p.axis, p.source(), p.fill, p.weights, p.scale)
+    return x.astype(spec.precision)
+
+
+def gather(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray:
+    x = _varying_blur(spec.image.astype(np.float64), map_plan(spec, pad_floor))
     return x.astype(spec.precision)
 
 
 def _along(axis: int, ndim: int, index: object) -> tuple:
     """An indexing tuple that applies ``index`` on ``axis`` only."""
     return (slice(None),) * axis + (index,) + (slice(None),) * (ndim - axis - 1)
-
-
-def _correlate_axis(x: np.ndarray, p: AxisPass) -> np.ndarray:
-    return correlate(x, p.axis, p.source(), p.fill, p.weights, p.scale)
 
 
 def correlate(x, axis: int, source, fill: float, weights, scale) -> np.ndarray:
@@ -99,3 +98,15 @@ def _varying_blur(x: np.ndarray, plan: list[MapAxis]) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         visit(0, np.ones(x.shape), np.ones(x.shape, dtype=bool), [slice(None)] * x.ndim)
     return numerator / denominator
+
+
+#: The oracle always gathers: the router walks levels only for backends with a cost table
+#: (``correlate`` serves tests that run the walk with float64 NumPy passes).
+BACKEND = Backend(
+    name="reference",
+    global_blur=global_blur,
+    gather=gather,
+    correlate=correlate,
+    describe=describe,
+    device_name=device_name,
+)

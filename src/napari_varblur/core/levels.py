@@ -269,3 +269,12 @@ def distinct_values(values: np.ndarray, most: int = MAX_QUANTISED) -> np.ndarray
             if len(found) > most:
                 return None
     return found.astype(np.float64)
+
+
+def level_weight(k, t, level: int, xp=np):
+    """The weight of ``level`` in each pixel's mix: ``1 - t`` where the pixel's lower level
+    ``k`` is ``level``, ``t`` where ``k`` is ``level - 1``, else 0 (``t`` is ``None`` for
+    quantised levels: weight 1 on the pixel's own level).  NumPy or ``jax.numpy``."""
+    if t is None:
+        return k == level
+    return xp.where(k == level, 1 - t, 0) + xp.where(k == level - 1, t, 0)

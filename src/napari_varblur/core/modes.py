@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .checks import ArgumentError
+
 #: Canonical mode names.  ``crop`` is ours; the others are scipy.ndimage's.
 MODE_NAMES: tuple[str, ...] = ("crop", "reflect", "mirror", "nearest", "wrap", "constant")
 
@@ -129,4 +131,4 @@ def canonical_mode(mode: object) -> Mode:
         if name in MODE_OBJECTS:
             return MODE_OBJECTS[name]
     valid = ", ".join(repr(m) for m in MODE_NAMES + tuple(MODE_ALIASES))
-    raise ValueError(f"mode: unknown edge mode {mode!r}; valid modes are {valid}")
+    raise ArgumentError(f"mode: unknown edge mode {mode!r}; valid modes are {valid}")

@@ -30,20 +30,31 @@ def radius_of(sigma: np.ndarray | float, truncate: float) -> np.ndarray | float:
     return np.ceil(product, out=product) if isinstance(product, np.ndarray) else np.ceil(product)
 
 
-def exponent_of(sigma: np.ndarray, dtype: type = np.float64) -> np.ndarray:
-    """``1 / (2 sigma^2)``, the factor in ``exp(-d^2 * h)``; 0 where sigma is 0.
-
-    ``dtype`` is the arithmetic's (float32 for a float32 backend: the weights are only as
-    precise as that anyway; radii never come from this).
+def exponent_of(sigma, dtype: type = np.float64, xp=np):
+    """``1 / (2 sigma^2)``, the factor in ``exp(-d^2 * h)``; 0 where sigma is 0, at most
+    :data:`MAX_EXPONENT`.  NumPy (in ``dtype``: float32 for a float32 backend; radii never
+    come from this) or ``jax.numpy`` (in sigma's dtype; differentiable: the double
+    ``where`` keeps the gradient finite where sigma is 0).
     """
+    if xp is not np:
+        return _exponent(sigma, xp)
     original = np.asarray(sigma)
     # A huge float64 sigma overflows float32 to inf (h = 0); a tiny one gives h = inf.
     with np.errstate(over="ignore", under="ignore", divide="ignore"):
         s = original.astype(dtype, copy=False)
-        h = np.zeros_like(s)
-        np.divide(0.5, s * s, out=h, where=s > 0)
-    np.minimum(h, MAX_EXPONENT, out=h)
+        h = np.asarray(_exponent(s, np), dtype=s.dtype)
     if s.dtype.itemsize < original.dtype.itemsize:
         # A sigma too small for the narrower dtype became 0: it is still a delta.
         h[(s == 0) & (original > 0)] = MAX_EXPONENT
     return h
+
+
+def _exponent(s, xp):
+    safe = xp.where(s > 0, s, 1)
+    return xp.where(s > 0, xp.minimum(0.5 / (safe * safe), MAX_EXPONENT), 0)
+
+
+#: The contract's accuracy against the float64 reference, relative to
+#: ``max(1, max|image|)`` (``docs/contract.md``, "Tolerances"): the CLI's demo, the tests
+#: and the benchmarks all check against these.
+CONTRACT_TOLERANCE = {"float32": 1e-5, "float64": 1e-12}

@@ -17,6 +17,17 @@ from typing import Any
 
 import numpy as np
 
+from .checks import (
+    ArgumentError,
+    as_float,
+    choice,
+    is_dask_array,
+    is_jax_array,
+    is_number,
+    is_traced,
+    real,
+    where,
+)
 from .modes import Mode, canonical_mode
 from .rules import MAX_GLOBAL_RADIUS, radius_of
 
@@ -26,38 +37,13 @@ PRECISIONS: tuple[str, ...] = ("float32", "float64")
 #: like masked pixels, or refuse them.
 NAN_POLICIES: tuple[str, ...] = ("propagate", "omit", "raise")
 
-__all__ = ["MAX_GLOBAL_RADIUS", "BlurSpec"]
-
-
-def is_dask_array(value: object) -> bool:
-    """True for a dask array, without importing dask."""
-    return type(value).__module__.startswith("dask.array")
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _as_float(value: numbers.Real) -> float:
-    """``float(value)``; a Python int beyond float's range becomes inf (then refused
-    by the caller's finiteness check) instead of raising OverflowError."""
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf if value > 0 else -math.inf
-
-
-def _where(mask: np.ndarray) -> str:
-    """Describe how many entries of ``mask`` are set and where the first one is."""
-    count = int(np.count_nonzero(mask))
-    first = tuple(int(i) for i in np.argwhere(mask)[0])
-    return f"{count} value{'s' if count != 1 else ''} (first at index {first})"
+__all__ = ["MAX_GLOBAL_RADIUS", "ArgumentError", "BlurSpec", "is_dask_array"]
 
 
 def normalize_image_dtype(dtype: np.dtype) -> None:
     """Raise ``TypeError`` unless ``dtype`` is a real numeric (or bool) dtype."""
     if dtype.kind not in "biuf":
-        raise TypeError(
+        raise ArgumentError(
             f"image: dtype {dtype} is not supported; the image must be real-valued "
             "(bool, integer or float)"
         )
@@ -67,12 +53,13 @@ def check_image(dtype: np.dtype, ndim: int) -> None:
     """Raise unless an image of this dtype and ndim can be blurred."""
     normalize_image_dtype(np.dtype(dtype))
     if ndim == 0:
-        raise ValueError("image: a 0-d (scalar) image cannot be blurred; need ndim >= 1")
+        raise ArgumentError("image: a 0-d (scalar) image cannot be blurred; need ndim >= 1")
 
 
 def normalize_image(image: object) -> Any:
-    """The image as a NumPy array (a dask array stays lazy), checked for dtype and ndim."""
-    arr = image if is_dask_array(image) else np.asarray(image)
+    """The image as a NumPy array (a dask or JAX array stays as it is), checked for dtype
+    and ndim."""
+    arr = image if is_dask_array(image) or is_jax_array(image) else np.asarray(image)
     check_image(arr.dtype, arr.ndim)
     return arr
 
@@ -83,16 +70,16 @@ def normalize_axes(axes: object, ndim: int) -> tuple[int, ...]:
         return tuple(range(ndim))
     items = [axes] if isinstance(axes, numbers.Integral) else axes
     if isinstance(items, (str, bytes)) or not isinstance(items, (Sequence, np.ndarray)):
-        raise TypeError(f"axes: expected an int or a sequence of ints, got {axes!r}")
+        raise ArgumentError(f"axes: expected an int or a sequence of ints, got {axes!r}")
     out = []
     for a in items:
         if not isinstance(a, numbers.Integral) or isinstance(a, bool):
-            raise TypeError(f"axes: expected integers, got {a!r} in {axes!r}")
+            raise ArgumentError(f"axes: expected integers, got {a!r} in {axes!r}")
         if not -ndim <= a < ndim:
-            raise ValueError(f"axes: axis {a} is out of range for a {ndim}-D image")
+            raise ArgumentError(f"axes: axis {a} is out of range for a {ndim}-D image")
         out.append(int(a) % ndim)
     if len(set(out)) != len(out):
-        raise ValueError(f"axes: duplicate axes in {axes!r} for a {ndim}-D image")
+        raise ArgumentError(f"axes: duplicate axes in {axes!r} for a {ndim}-D image")
     return tuple(out)
 
 
@@ -105,15 +92,17 @@ def normalize_channel_axis(
     if channel_axis is None:
         return None, normalize_axes(axes, ndim)
     if not isinstance(channel_axis, numbers.Integral) or isinstance(channel_axis, bool):
-        raise TypeError(f"channel_axis: expected an int or None, got {channel_axis!r}")
+        raise ArgumentError(f"channel_axis: expected an int or None, got {channel_axis!r}")
     if not -ndim <= channel_axis < ndim:
-        raise ValueError(f"channel_axis: axis {channel_axis} is out of range for a {ndim}-D image")
+        raise ArgumentError(
+            f"channel_axis: axis {channel_axis} is out of range for a {ndim}-D image"
+        )
     channel = int(channel_axis) % ndim
     if axes is None:
         return channel, tuple(a for a in range(ndim) if a != channel)
     blurred = normalize_axes(axes, ndim)
     if channel in blurred:
-        raise ValueError(
+        raise ArgumentError(
             f"axes: {axes!r} includes the channel axis {channel} (channel_axis is never "
             "blurred); leave it out of axes"
         )
@@ -158,9 +147,9 @@ def normalize_modes(mode: object, naxes: int) -> tuple[Mode, ...]:
     if isinstance(mode, (str, Mode)):
         return (canonical_mode(mode),) * naxes
     if not isinstance(mode, Sequence):
-        raise ValueError(f"mode: expected a mode name or one per blurred axis, got {mode!r}")
+        raise ArgumentError(f"mode: expected a mode name or one per blurred axis, got {mode!r}")
     if len(mode) != naxes:
-        raise ValueError(
+        raise ArgumentError(
             f"mode: got {len(mode)} modes for {naxes} blurred axes; give one mode or one per axis"
         )
     return tuple(canonical_mode(m) for m in mode)
@@ -168,15 +157,11 @@ def normalize_modes(mode: object, naxes: int) -> tuple[Mode, ...]:
 
 def normalize_cval(cval: object) -> float:
     """Any real number (NaN and inf too: they propagate like scipy's)."""
-    if not _is_number(cval):
-        raise ValueError(f"cval: must be a real number, got {cval!r}")
-    return _as_float(cval)
+    return real("cval", cval, finite=False)
 
 
 def normalize_truncate(truncate: object) -> float:
-    if not _is_number(truncate) or not math.isfinite(_as_float(truncate)) or truncate <= 0:
-        raise ValueError(f"truncate: must be a finite number > 0, got {truncate!r}")
-    return float(truncate)
+    return real("truncate", truncate, above=0)
 
 
 def normalize_radius(radius: object, naxes: int, name: str = "radius") -> tuple[int, ...] | None:
@@ -186,14 +171,14 @@ def normalize_radius(radius: object, naxes: int, name: str = "radius") -> tuple[
     sequence = isinstance(radius, (Sequence, np.ndarray))
     items = list(radius) if sequence else [radius] * naxes  # type: ignore[arg-type]
     if len(items) != naxes:
-        raise ValueError(
+        raise ArgumentError(
             f"{name}: got {len(items)} values for {naxes} blurred axes; give one or one per axis"
         )
     for r in items:
         if not isinstance(r, numbers.Integral) or isinstance(r, bool) or r < 0:
-            raise ValueError(f"{name}: must be a non-negative integer, got {r!r}")
+            raise ArgumentError(f"{name}: must be a non-negative integer, got {r!r}")
         if r > MAX_GLOBAL_RADIUS:
-            raise ValueError(f"{name}: {r} is too large (limit {MAX_GLOBAL_RADIUS})")
+            raise ArgumentError(f"{name}: {r} is too large (limit {MAX_GLOBAL_RADIUS})")
     return tuple(int(r) for r in items)
 
 
@@ -206,11 +191,11 @@ def normalize_tolerance(tolerance: object) -> float | None:
     if tolerance is None:
         return None
     if (
-        not _is_number(tolerance)
-        or not math.isfinite(_as_float(tolerance))
+        not is_number(tolerance)
+        or not math.isfinite(as_float(tolerance))
         or not 0 < tolerance <= MAX_TOLERANCE
     ):
-        raise ValueError(
+        raise ArgumentError(
             f"tolerance: must be None (exact) or a number in (0, {MAX_TOLERANCE}], "
             f"got {tolerance!r}"
         )
@@ -218,20 +203,15 @@ def normalize_tolerance(tolerance: object) -> float | None:
 
 
 def normalize_nan_policy(nan_policy: object) -> str:
-    if not isinstance(nan_policy, str) or nan_policy not in NAN_POLICIES:
-        raise ValueError(
-            f"nan_policy: unknown policy {nan_policy!r}; valid policies are "
-            + ", ".join(repr(p) for p in NAN_POLICIES)
-        )
-    return nan_policy
+    return choice("nan_policy", nan_policy, NAN_POLICIES, "policy", "policies")
 
 
-def _mask_values_error(mask: Any) -> ValueError:
+def _mask_values_error(mask: Any) -> ArgumentError:
     bad = (np.asarray(mask) != 0) & (np.asarray(mask) != 1)  # NaN is neither
     value = np.asarray(mask)[tuple(np.argwhere(bad)[0])]
-    return ValueError(
+    return ArgumentError(
         f"mask: a numeric mask must hold only 0 and 1 (1 = valid pixel), found {value!r} "
-        f"in {_where(bad)}"
+        f"in {where(bad)}"
     )
 
 
@@ -242,44 +222,27 @@ def normalize_mask(mask: object, image_shape: tuple[int, ...]) -> Any:
     (its values are checked now, in one pass)."""
     if mask is None:
         return None
-    arr = mask if is_dask_array(mask) else np.asarray(mask)
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(
+    arr = mask if is_dask_array(mask) or is_traced(mask) else np.asarray(mask)
+    if np.dtype(arr.dtype).kind not in "biuf":
+        raise ArgumentError(
             f"mask: dtype {arr.dtype} is not supported; a mask must be boolean or numeric "
             "0/1 (True or 1 = valid pixel)"
         )
     shape = tuple(image_shape)
     lead = len(shape) - arr.ndim
     if lead < 0 or not all(m in (1, n) for m, n in zip(arr.shape, shape[lead:])):
-        raise ValueError(
+        raise ArgumentError(
             f"mask: shape {tuple(arr.shape)} does not broadcast to the image's shape {shape}"
         )
     arr = arr.reshape((1,) * lead + tuple(arr.shape))
-    if arr.dtype.kind == "b":
+    if np.dtype(arr.dtype).kind == "b":
         return arr
+    if is_traced(arr):  # its values are unknown: any non-zero value is valid
+        return arr != 0
     invalid = (arr != 0) & (arr != 1)
     if bool(invalid.any()):  # computes a dask mask's check
         raise _mask_values_error(arr)
     return arr != 0
-
-
-def marked_pixels(
-    values: Any, image_shape: tuple[int, ...], axes: tuple[int, ...], name: str, invalid: bool
-) -> Any:
-    """A mask as the adapters (``varblur blur``, napari) take it, as the library's mask.
-
-    Any non-zero value marks a pixel (a label image works); the values have the image's
-    shape or the blurred axes' (:func:`map_for_axes`).  Returns True where a pixel is
-    valid: the marked pixels, or the others when ``invalid``.  A new array (lazy for
-    dask); errors name ``name``.
-    """
-    if values.dtype.kind not in "biuf":
-        raise TypeError(f"{name}: dtype {values.dtype} is not supported; use 0 and non-zero")
-    values = map_for_axes(values, image_shape, axes, name)
-    if values.dtype.kind == "f" and bool(np.isnan(values).any()):  # computes a dask mask's
-        raise ValueError(f"{name}: holds NaN; mark pixels with 0 and non-zero values only")
-    marked = values != 0
-    return ~marked if invalid else marked
 
 
 def check_finite_values(
@@ -295,126 +258,63 @@ def check_finite_values(
     blurs = sigma_max or (1.0,) * len(modes)
     reads_cval = any(m.name == "constant" and s > 0 for m, s in zip(modes, blurs))
     if reads_cval and not math.isfinite(cval):
-        raise ValueError(f"cval: is {cval} and nan_policy='raise' refuses non-finite values")
+        raise ArgumentError(f"cval: is {cval} and nan_policy='raise' refuses non-finite values")
     if image.dtype.kind != "f" or image.size == 0:
         return
     bad = ~np.isfinite(image)
     if mask is not None:
         bad = bad & mask
     if bool(bad.any()):  # computes a dask image's check
-        raise ValueError(
+        raise ArgumentError(
             "image: nan_policy='raise' and the image has non-finite (NaN or inf) values in "
-            f"{_where(np.asarray(bad))}; use nan_policy='omit' to leave them out"
+            f"{where(np.asarray(bad))}; use nan_policy='omit' to leave them out"
         )
-
-
-# ------------------------------------------------------------ fit_sigma_map
-
-
-def normalize_number(name: str, value: object, minimum: float = 0.0, strict: bool = True) -> float:
-    """A finite real number above ``minimum`` (or at least it, when not ``strict``)."""
-    ok = _is_number(value) and math.isfinite(_as_float(value))
-    ok = ok and (_as_float(value) > minimum if strict else _as_float(value) >= minimum)
-    if not ok:
-        relation = ">" if strict else ">="
-        raise ValueError(f"{name}: must be a finite number {relation} {minimum:g}, got {value!r}")
-    return _as_float(value)
-
-
-def normalize_count(name: str, value: object) -> int:
-    """An integer >= 1 (a float with an integer value too)."""
-    number = _as_float(value) if _is_number(value) else math.nan
-    if not math.isfinite(number) or number != int(number) or number < 1:
-        raise ValueError(f"{name}: must be an integer >= 1, got {value!r}")
-    return int(number)
-
-
-def check_max_sigma(
-    max_sigma: float, shape: tuple[int, ...], axes: tuple[int, ...], modes, truncate: float
-) -> None:
-    """``fit_sigma_map``'s largest sigma must give radii every blur can build."""
-    radius = radius_of(max_sigma, truncate)
-    for axis, mode in zip(axes, modes):
-        allowed = mode.map_allowed(shape[axis])
-        limit = MAX_GLOBAL_RADIUS if allowed is None else min(allowed, MAX_GLOBAL_RADIUS)
-        if not radius <= limit:
-            raise ValueError(
-                f"max_sigma: {max_sigma:g} needs radius {radius:.0f} on axis {axis}, above "
-                f"the {limit} that mode {mode.name!r} supports there; lower max_sigma or "
-                "truncate"
-            )
-
-
-def check_image_pair(sharp: object, blurred: object) -> tuple[np.ndarray, np.ndarray]:
-    """Two real, non-empty arrays of one shape (``fit_sigma_map``'s images), as new
-    float64 arrays (float16 sums would overflow; the inputs are never aliased)."""
-    arrays = []
-    for name, value in (("sharp", sharp), ("blurred", blurred)):
-        arr = np.asarray(value)
-        if arr.dtype.kind not in "biuf":
-            raise TypeError(f"{name}: dtype {arr.dtype} is not supported; use a real array")
-        if arr.ndim == 0 or arr.size == 0:
-            raise ValueError(f"{name}: needs at least one axis and one pixel, shape {arr.shape}")
-        arrays.append(arr)
-    if arrays[0].shape != arrays[1].shape:
-        raise ValueError(
-            f"blurred: shape {arrays[1].shape} differs from sharp's shape {arrays[0].shape}"
-        )
-    return arrays[0].astype(np.float64), arrays[1].astype(np.float64)
 
 
 def normalize_precision(precision: object) -> np.dtype:
+    """``"float32"`` or ``"float64"`` (a NumPy dtype or type too), as a dtype."""
     try:
-        dtype = np.dtype(precision)
+        name = np.dtype(precision).name
     except TypeError:
-        dtype = None
-    if dtype is None or dtype.name not in PRECISIONS:
-        raise ValueError(
-            f"precision: unknown precision {precision!r}; valid precisions are "
-            + ", ".join(repr(p) for p in PRECISIONS)
-        )
-    return dtype
+        name = None
+    return np.dtype(choice("precision", name if name in PRECISIONS else precision,
+                           PRECISIONS, "precision"))  # fmt: skip
 
 
 def normalize_backend(backend: object) -> str:
-    if backend not in BACKENDS:
-        raise ValueError(
-            f"backend: unknown backend {backend!r}; valid backends are "
-            + ", ".join(repr(b) for b in BACKENDS)
-        )
-    return str(backend)
+    return choice("backend", backend, BACKENDS, "backend")
 
 
 def check_sigma_values(values: np.ndarray, what: str) -> None:
     """Raise ``ValueError`` if any sigma is NaN, infinite or negative."""
     bad_nan = np.isnan(values)
     if bad_nan.any():
-        raise ValueError(f"sigma: {what} has NaN in {_where(bad_nan)}; sigma must be finite")
+        raise ArgumentError(f"sigma: {what} has NaN in {where(bad_nan)}; sigma must be finite")
     bad_inf = np.isinf(values)
     if bad_inf.any():
-        raise ValueError(f"sigma: {what} is infinite in {_where(bad_inf)}; sigma must be finite")
+        raise ArgumentError(f"sigma: {what} is infinite in {where(bad_inf)}; sigma must be finite")
     bad_neg = values < 0
     if bad_neg.any():
-        raise ValueError(f"sigma: {what} is negative in {_where(bad_neg)}; sigma must be >= 0")
+        raise ArgumentError(f"sigma: {what} is negative in {where(bad_neg)}; sigma must be >= 0")
 
 
 def normalize_global_sigma(sigma: object, naxes: int) -> tuple[float, ...]:
     """One float sigma per blurred axis from a number or a sequence."""
-    if _is_number(sigma):
-        if not math.isfinite(_as_float(sigma)) or sigma < 0:
-            raise ValueError(f"sigma: must be a finite number >= 0, got {sigma!r}")
+    if is_number(sigma):
+        if not math.isfinite(as_float(sigma)) or sigma < 0:
+            raise ArgumentError(f"sigma: must be a finite number >= 0, got {sigma!r}")
         values = [sigma] * naxes
     else:
         values = list(sigma)  # type: ignore[arg-type]
         if len(values) != naxes:
-            raise ValueError(
+            raise ArgumentError(
                 f"sigma: got {len(values)} values for {naxes} blurred axes; "
                 "give one sigma or one per blurred axis"
             )
         for v in values:
-            if not _is_number(v):
-                raise TypeError(f"sigma: expected numbers, got {v!r}")
-    arr = np.asarray([_as_float(v) for v in values], dtype=np.float64)
+            if not is_number(v):
+                raise ArgumentError(f"sigma: expected numbers, got {v!r}")
+    arr = np.asarray([as_float(v) for v in values], dtype=np.float64)
     check_sigma_values(arr, "per-axis sigma")
     return tuple(float(v) for v in arr)
 
@@ -434,49 +334,13 @@ def map_layout(map_shape: tuple[int, ...], image_shape: tuple[int, ...], naxes: 
         return False
     if len(map_shape) == ndim + 1 and map_shape[-1] == naxes and broadcasts(map_shape[:-1]):
         return True
-    raise ValueError(
+    raise ArgumentError(
         f"sigma: a sigma map of shape {tuple(map_shape)} does not fit an image of shape "
         f"{tuple(image_shape)}; expected a shape that broadcasts to {tuple(image_shape)} "
         f"(one sigma per pixel) or {tuple(image_shape) + (naxes,)} (one per pixel and axis); "
         "a map for one channel of a multichannel image: pass channel_axis= (the map may "
         "then omit that axis), or give it a length-1 axis there (e.g. map[..., None])"
     )
-
-
-def map_for_axes(
-    values: Any, image_shape: tuple[int, ...], axes: tuple[int, ...], name: str = "sigma_map"
-) -> Any:
-    """A sigma map given in a shape that broadcasts to the image's, or in the shape of
-    its blurred axes (in the order of ``axes``), as an array that broadcasts to the image.
-
-    For adapters (CLI, napari) that accept a map of just the blurred axes: it is
-    transposed into the image's axis order (``axes=(2, 1)`` takes a map of shape
-    ``(n2, n1)``) and gets length-1 batch axes.  NumPy and dask arrays both work.  A map
-    with the image's ndim that broadcasts to it is used as is (that reading wins when
-    both fit).
-    """
-    shape = tuple(values.shape)
-    ndim = len(image_shape)
-    if len(shape) == ndim and all(s in (1, n) for s, n in zip(shape, image_shape)):
-        return values
-    spatial = tuple(image_shape[a] for a in axes)
-    if shape == spatial:
-        order = np.argsort(axes)  # given order -> ascending axis order
-        moved = values.transpose(tuple(int(i) for i in order))
-        return moved.reshape([image_shape[a] if a in axes else 1 for a in range(ndim)])
-    raise ValueError(
-        f"{name}: shape {shape} fits neither the image's shape {tuple(image_shape)} nor "
-        f"the shape of its blurred axes {spatial} (axes {tuple(axes)})"
-    )
-
-
-def scale_map(values: Any, factors: Sequence[float]) -> Any:
-    """A map times one factor per blurred axis: isotropic when the factors agree,
-    else a per-axis map (a trailing axis of factors).  NumPy or dask."""
-    factors = [float(f) for f in factors]
-    if all(f == factors[0] for f in factors):
-        return values * factors[0]
-    return values[..., None] * np.asarray(factors)
 
 
 def check_radii(
@@ -497,7 +361,7 @@ def check_radii(
             continue
         r = float(radius_of(sigma_max[i], truncate)) if radius is None else radius[i]
         if maps is None and not r <= MAX_GLOBAL_RADIUS:  # also inf from overflow
-            raise ValueError(
+            raise ArgumentError(
                 f"sigma: radius {r:.0f} on axis {axis} is too large (limit "
                 f"{MAX_GLOBAL_RADIUS}); lower sigma or truncate"
             )
@@ -507,7 +371,7 @@ def check_radii(
             if not is_dask_array(maps[i]):
                 too_far = radius_of(maps[i], truncate) > allowed
                 where = f" (at index {tuple(int(j) for j in np.argwhere(too_far)[0])})"
-            raise ValueError(
+            raise ArgumentError(
                 f"sigma: the sigma map needs radius {r:.0f} on axis {axis}{where}, far "
                 f"beyond that axis's {n} pixels; in mode {modes[i].name!r} a sigma map "
                 f"supports radii up to {allowed}. Use mode='crop', a smaller sigma or "
@@ -540,7 +404,7 @@ def normalize_sigma_map(
     exact); other real dtypes widen to float64.
     """
     if np.dtype(sigma.dtype).kind not in "biuf":
-        raise TypeError(f"sigma: a sigma map must be real-valued, got dtype {sigma.dtype}")
+        raise ArgumentError(f"sigma: a sigma map must be real-valued, got dtype {sigma.dtype}")
     per_axis = map_layout(tuple(sigma.shape), image_shape, k)
     if sigma.dtype not in (np.float32, np.float64):
         sigma = sigma.astype(np.float64)
@@ -566,18 +430,18 @@ def _normalize_sigma(sigma: object, shape: tuple[int, ...], k: int, radius) -> t
         sigma.ndim == 1 and len(shape) != 1
     ):
         if radius is not None:
-            raise ValueError(
+            raise ArgumentError(
                 "radius: cannot be combined with a sigma map (each pixel's radius comes "
                 "from its sigma and truncate)"
             )
         maps, isotropic, maxima = normalize_sigma_map(sigma, shape, k)
         return None, maps, isotropic, maxima
-    if _is_number(sigma) or (
+    if is_number(sigma) or (
         isinstance(sigma, (Sequence, np.ndarray)) and not isinstance(sigma, (str, bytes))
     ):
         values = normalize_global_sigma(sigma, k)
         return values, None, len(set(values)) <= 1, values
-    raise TypeError(
+    raise ArgumentError(
         f"sigma: expected a number, one number per blurred axis, or a NumPy sigma "
         f"map, got {type(sigma).__name__}"
     )
@@ -669,25 +533,32 @@ class BlurSpec:
     ) -> BlurSpec:
         """Validate the arguments of :func:`napari_varblur.gaussian_blur`."""
         arr = normalize_image(image)
-        channel, blurred = normalize_channel_axis(channel_axis, axes, arr.ndim)
-        k = len(blurred)
-        modes = normalize_modes(mode, k)
-        fill = normalize_cval(cval)
-        trunc = normalize_truncate(truncate)
-        rad = normalize_radius(radius, k)
+        options = normalize_options(arr.ndim, mode=mode, cval=cval, truncate=truncate,
+                                    radius=radius, axes=axes, tolerance=tolerance,
+                                    nan_policy=nan_policy, channel_axis=channel_axis)  # fmt: skip
         prec = normalize_precision(precision)
         name = normalize_backend(backend)
-        tol = normalize_tolerance(tolerance)
-        policy = normalize_nan_policy(nan_policy)
-        if channel is not None and mask is not None:
-            mask = mask_with_channel_axis(mask, tuple(arr.shape), channel)
-        valid = normalize_mask(mask, tuple(arr.shape))
+        return cls.from_options(arr, sigma, options, mask=mask, precision=prec, backend=name)
 
+    @classmethod
+    def from_options(
+        cls, arr: Any, sigma: object, options: dict, *, mask: object, precision, backend="auto"
+    ) -> BlurSpec:
+        """The checks that follow :func:`normalize_options`: mask, sigma, radii and
+        ``nan_policy="raise"``.  ``arr`` is a normalised image (NumPy, dask, or a JAX
+        array for the JAX-native API, which also passes traced masks)."""
+        shape = tuple(arr.shape)
+        channel, blurred = options["channel"], options["axes"]
+        if channel is not None and mask is not None:
+            mask = mask_with_channel_axis(mask, shape, channel)
+        valid = normalize_mask(mask, shape)
         if channel is not None and (is_dask_array(sigma) or isinstance(sigma, np.ndarray)):
-            sigma = map_with_channel_axis(sigma, tuple(arr.shape), k, channel)
-        sig, smap, isotropic, sigma_max = _normalize_sigma(sigma, tuple(arr.shape), k, rad)
-        check_radii(tuple(arr.shape), blurred, modes, trunc, sigma_max, radius=rad, maps=smap)
-        if policy == "raise":
+            sigma = map_with_channel_axis(sigma, shape, len(blurred), channel)
+        sig, smap, isotropic, sigma_max = _normalize_sigma(sigma, shape, len(blurred),
+                                                           options["radius"])  # fmt: skip
+        modes, fill, trunc = options["modes"], options["cval"], options["truncate"]
+        check_radii(shape, blurred, modes, trunc, sigma_max, radius=options["radius"], maps=smap)
+        if options["nan_policy"] == "raise":
             check_finite_values(arr, valid, modes, fill, sigma_max)
         return cls(
             image=arr,
@@ -696,13 +567,41 @@ class BlurSpec:
             sigma_map=smap,
             isotropic=isotropic,
             sigma_max=sigma_max,
-            radius=rad,
+            radius=options["radius"],
             modes=modes,
             cval=fill,
             truncate=trunc,
-            backend=name,
-            precision=prec,
-            tolerance=tol,
+            backend=backend,
+            precision=precision,
+            tolerance=options["tolerance"],
             mask=valid,
-            nan_policy=policy,
+            nan_policy=options["nan_policy"],
         )
+
+
+def normalize_options(
+    ndim: int,
+    *,
+    mode: object,
+    cval: object,
+    truncate: object,
+    radius: object,
+    axes: object,
+    tolerance: object,
+    nan_policy: object,
+    channel_axis: object,
+) -> dict:
+    """The arguments every blur API shares, checked in one order, so the NumPy and the
+    JAX-native API given the same bad arguments raise the same first error."""
+    channel, blurred = normalize_channel_axis(channel_axis, axes, ndim)
+    k = len(blurred)
+    return dict(
+        channel=channel,
+        axes=blurred,
+        modes=normalize_modes(mode, k),
+        cval=normalize_cval(cval),
+        truncate=normalize_truncate(truncate),
+        radius=normalize_radius(radius, k),
+        tolerance=normalize_tolerance(tolerance),
+        nan_policy=normalize_nan_policy(nan_policy),
+    )

@@ -204,9 +204,10 @@ def padding_order(modes: Sequence[Mode]) -> list[int]:
 
 
 def working_layout(array: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    """View ``array`` with the batch axes flattened in front and ``axes`` after them."""
+    """View ``array`` with the batch axes flattened in front and ``axes`` after them
+    (NumPy or JAX: array methods only)."""
     batch = [a for a in range(array.ndim) if a not in axes]
-    moved = np.transpose(array, batch + list(axes))
+    moved = array.transpose(tuple(batch + list(axes)))
     return moved.reshape((-1,) + tuple(array.shape[a] for a in axes))
 
 
@@ -217,4 +218,4 @@ def from_working_layout(
     batch = [a for a in range(len(shape)) if a not in axes]
     order = batch + list(axes)
     moved = work.reshape(tuple(shape[a] for a in order))
-    return np.transpose(moved, np.argsort(order))
+    return moved.transpose(tuple(int(i) for i in np.argsort(order)))

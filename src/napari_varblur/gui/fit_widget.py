@@ -35,18 +35,11 @@ from magicgui.widgets import (
 from napari.layers import Image, Labels, Layer
 
 from .._version import __version__
+from ..adapters.request import marked_pixels
 from ..core.modes import MODE_NAMES
-from ..core.spec import marked_pixels
 from ..fit import SigmaFit, fit_sigma_map_steps
-from .layers import (
-    DIFFERENCE_COLORMAP,
-    METADATA_KEY,
-    SIGMA_MAP_ROLE,
-    _blurred_axes,
-    _layer_id,
-    find_tagged,
-    placement,
-)
+from .layers import DIFFERENCE_COLORMAP, blurred_axes
+from .schema import METADATA_KEY, SIGMA_MAP_ROLE, find_tagged, layer_id, placement, upsert
 from .widgets import STATUS_TIP, Threaded, axes_field, compact_choices, mask_choices, mask_field
 
 if TYPE_CHECKING:
@@ -173,7 +166,7 @@ class FitWidget(Threaded, Container):
         Raises ValueError/TypeError with the reason."""
         sharp = _image_data(self.sharp.value, "sharp")
         blurred = _image_data(self.blurred.value, "blurred")
-        axes = _blurred_axes(self.blurred.value, self.axes.value)
+        axes = blurred_axes(self.blurred.value, self.axes.value)
         mask = None
         layer = self.mask.value
         if layer is not None:
@@ -257,7 +250,7 @@ def publish_fit(
     """Add the fit's layers to ``viewer``, or update those an earlier fit of ``blurred``
     made; returns them by role.  A stale "not observable" layer is removed when every
     pixel is observable now."""
-    source_id = _layer_id(blurred)
+    source_id = layer_id(blurred)
 
     def meta(role: str) -> dict[str, Any]:
         return {
@@ -281,10 +274,12 @@ def publish_fit(
     residual = fit.residual
     limit = float(np.nanmax(np.abs(residual), initial=0.0))
     limit = limit if np.isfinite(limit) and limit > 0 else 1.0  # napari needs low < high
-    out[RESIDUAL_ROLE] = _upsert(
+    out[RESIDUAL_ROLE] = upsert(
         viewer, Image, RESIDUAL_ROLE, source_id, residual, f"{blurred.name} fit residual",
         meta(RESIDUAL_ROLE),
         {**transforms, "colormap": DIFFERENCE_COLORMAP, "contrast_limits": (-limit, limit)},
+        kind=FIT_KIND,
+        keep_name=True,
     )  # fmt: skip
 
     values = fit.model_map
@@ -299,17 +294,19 @@ def publish_fit(
             "scale": (1.0, *blurred.scale),
             "translate": (0.0, *blurred.translate),
         }
-    out[role] = _upsert(viewer, Image, role, source_id, values, name, meta(role),
-                        {**place, **display})  # fmt: skip
+    out[role] = upsert(viewer, Image, role, source_id, values, name, meta(role),
+                        {**place, **display}, kind=FIT_KIND, keep_name=True)  # fmt: skip
 
     hidden = _not_observable(fit)
     if hidden.any():
-        out[NOT_OBSERVABLE_ROLE] = _upsert(
+        out[NOT_OBSERVABLE_ROLE] = upsert(
             viewer, Labels, NOT_OBSERVABLE_ROLE, source_id, hidden.astype(np.uint8),
             f"{blurred.name} not observable", meta(NOT_OBSERVABLE_ROLE), transforms,
+            kind=FIT_KIND,
+            keep_name=True,
         )  # fmt: skip
     else:
-        stale = _find(viewer, NOT_OBSERVABLE_ROLE, source_id)
+        stale = find_tagged(viewer, source_id, NOT_OBSERVABLE_ROLE, kind=FIT_KIND)
         if stale is not None:
             viewer.layers.remove(stale)
     return out
@@ -322,38 +319,6 @@ def _not_observable(fit: SigmaFit) -> np.ndarray:
     if hidden.ndim > fit.residual.ndim:
         hidden = hidden.any(axis=-1)
     return hidden
-
-
-def _find(viewer, role: str, source_id: str) -> Layer | None:
-    """The layer this widget made earlier for (role, blurred layer), if any."""
-    return find_tagged(viewer, source_id, role, kind=FIT_KIND)
-
-
-def _upsert(viewer, cls, role, source_id, data, name, metadata, settings) -> Layer:
-    """Update this widget's earlier layer for (role, source), or add a new one.
-
-    A layer whose number of axes changed is replaced at the same place in the list.
-    """
-    existing = _find(viewer, role, source_id)
-    if existing is not None and existing.ndim == np.ndim(data):
-        source = metadata[METADATA_KEY]["source_layer"]
-        if existing.metadata[METADATA_KEY].get("source_layer") != source:
-            # Renamed only when the blurred layer was: a name napari made unique
-            # ("... [1]") or the user's own name for it stays.
-            existing.name = name
-        existing.data = data
-        existing.metadata = metadata
-        for key, value in settings.items():
-            setattr(existing, key, value)
-        return existing
-    layer = cls(data, name=name, metadata=metadata, **settings)
-    if existing is None:
-        viewer.add_layer(layer)
-    else:
-        index = viewer.layers.index(existing)
-        viewer.layers.remove(existing)
-        viewer.layers.insert(index, layer)
-    return layer
 
 
 def _image_data(layer: object, what: str) -> np.ndarray:

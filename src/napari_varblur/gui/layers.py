@@ -18,15 +18,9 @@ from napari.layers import Image, Labels, Layer
 from .. import backends
 from .._version import __version__
 from ..adapters.numpy_api import gaussian_blur
-from ..core.spec import (
-    BlurSpec,
-    is_dask_array,
-    map_for_axes,
-    marked_pixels,
-    normalize_axes,
-    normalize_global_sigma,
-    scale_map,
-)
+from ..adapters.request import map_for_axes, marked_pixels, scale_map
+from ..core.spec import BlurSpec, is_dask_array, normalize_axes, normalize_global_sigma
+from .schema import METADATA_KEY, layer_id, placement, upsert
 
 if TYPE_CHECKING:
     import napari
@@ -37,13 +31,9 @@ AXES_CHOICES = {
     "3d": "3-D volume (Z, Y, X)",
     "all": "all axes",
 }
-METADATA_KEY = "napari_varblur"
 #: NumPy layers bigger than this get a lazy result (one dask chunk per plane).
 LAZY_BYTES = 512 * 2**20
 DIFFERENCE_COLORMAP = "PiYG"
-#: ``metadata[METADATA_KEY]["role"]`` of a sigma map made by the sample or the
-#: "Make sigma map" widget; the blur widget preselects such a map.
-SIGMA_MAP_ROLE = "sigma-map"
 #: What a mask's non-zero pixels mark: the pixels to use, or the pixels to leave out.
 MASK_MARKS = {"valid": "valid pixels", "invalid": "invalid pixels"}
 
@@ -88,7 +78,7 @@ class LayerBlur:
         level: int | None = None,
     ) -> LayerBlur:
         image = _layer_data(layer, "layer", level)
-        blurred = _blurred_axes(layer, axes)
+        blurred = blurred_axes(layer, axes)
         if not is_dask_array(image) and image.nbytes > LAZY_BYTES:
             image = _as_planes(image, blurred)
         factor = np.asarray(normalize_global_sigma(sigma, len(blurred)))
@@ -216,7 +206,7 @@ class BlurResult:
             METADATA_KEY: {
                 "role": role,
                 "source_layer": self.request.layer.name,
-                "source_id": _layer_id(self.request.layer),
+                "source_id": layer_id(self.request.layer),
                 "parameters": dict(self.request.settings),
                 "backend": self.backend,
                 "device": self.device,
@@ -394,61 +384,6 @@ def _difference_limit(diff, source: Image) -> float:
     return float(np.nanmax(np.abs(diff), initial=0.0))
 
 
-def _upsert(viewer, source, role, data, name, metadata, display) -> Image:
-    """Update the layer made earlier for (source, role), or make a new one."""
-    kwargs = placement(source)
-    if not display:
-        display = {"contrast_limits": source.contrast_limits}
-        if not source.rgb:
-            display["colormap"] = source.colormap
-    existing = _find_result(viewer, source, role) if viewer is not None else None
-    if existing is None:
-        layer = Image(data, name=name, metadata=metadata, rgb=source.rgb, **kwargs, **display)
-        if viewer is not None:
-            viewer.add_layer(layer)
-        return layer
-    existing.data = data
-    existing.name = name
-    existing.metadata = metadata
-    for key, value in {**kwargs, **display}.items():
-        setattr(existing, key, value)
-    return existing
-
-
-def placement(source: Layer) -> dict[str, Any]:
-    """Where ``source`` sits in the world: a derived layer takes the same."""
-    return {
-        "scale": source.scale,
-        "translate": source.translate,
-        "rotate": source.rotate,
-        "shear": source.shear,
-        "affine": source.affine,
-    }
-
-
-def find_tagged(viewer, source_id: str, role: str, kind: str | None = None, cls=Layer):
-    """The ``cls`` layer this package made for (source layer, role), and of ``kind``
-    when given; None if there is none."""
-    for layer in viewer.layers:
-        info = layer.metadata.get(METADATA_KEY) if isinstance(layer, cls) else None
-        if (
-            isinstance(info, dict)
-            and info.get("role") == role
-            and info.get("source_id") == source_id
-            and (kind is None or info.get("kind") == kind)
-        ):
-            return layer
-    return None
-
-
-def _find_result(viewer, source, role) -> Image | None:
-    return find_tagged(viewer, _layer_id(source), role, cls=Image)
-
-
-def _layer_id(layer: Layer) -> str:
-    return str(getattr(layer, "unique_id", id(layer)))
-
-
 def _layer_data(layer: object, what: str, level: int | None) -> np.ndarray:
     if not isinstance(layer, Image):
         kind = type(layer).__name__
@@ -491,7 +426,7 @@ def _as_planes(image: np.ndarray, axes: tuple[int, ...]):
     return da.from_array(image, chunks=chunks)
 
 
-def _blurred_axes(layer: Image, axes: str | Sequence[int]) -> tuple[int, ...]:
+def blurred_axes(layer: Image, axes: str | Sequence[int]) -> tuple[int, ...]:
     """The blurred axes for a choice in :data:`AXES_CHOICES` or explicit indices."""
     ndim = np.ndim(layer.data[0]) if layer.multiscale else np.ndim(layer.data)
     spatial = ndim - 1 if layer.rgb else ndim
@@ -592,32 +527,13 @@ def _axes_after(axes: tuple[int, ...], index: tuple) -> tuple[int, ...]:
     return tuple(a - sum(r < a for r in removed) for a in axes)
 
 
-def is_sigma_map(layer: object) -> bool:
-    """Whether ``layer`` is an Image layer tagged as a sigma map (by the sample or the
-    "Make sigma map" widget)."""
-    if not isinstance(layer, Image):
-        return False
-    info = layer.metadata.get(METADATA_KEY)
-    return isinstance(info, dict) and info.get("role") == SIGMA_MAP_ROLE
-
-
-def map_fits(sigma_map: Layer, image: Layer) -> bool:
-    """Whether the map layer's shape fits the image layer: it broadcasts to the image
-    (same number of axes) or it has the shape of the image's last two (Y, X) axes."""
-    if sigma_map is image or sigma_map.multiscale or image.multiscale:
-        return False
-    shape, target = tuple(sigma_map.data.shape), tuple(image.data.shape)
-    if len(shape) == len(target) and all(s in (1, n) for s, n in zip(shape, target)):
-        return True
-    spatial = target[-3:-1] if getattr(image, "rgb", False) else target[-2:]
-    return shape == spatial
-
-
-def fitting_sigma_map(layers: Sequence[Layer], image: Layer | None) -> Image | None:
-    """The topmost tagged sigma map in ``layers`` that fits ``image``, or None."""
-    if image is None:
-        return None
-    for layer in reversed(list(layers)):
-        if is_sigma_map(layer) and map_fits(layer, image):
-            return layer
-    return None
+def _upsert(viewer, source, role, data, name, metadata, display) -> Image:
+    """Update the result made earlier for (source, role), or make a new one, placed
+    like ``source`` and shown with ``display`` (default: the source's contrast and
+    colormap)."""
+    if not display:
+        display = {"contrast_limits": source.contrast_limits}
+        if not source.rgb:
+            display["colormap"] = source.colormap
+    return upsert(viewer, Image, role, layer_id(source), data, name, metadata,
+                  {**placement(source), **display}, create={"rgb": source.rgb})  # fmt: skip

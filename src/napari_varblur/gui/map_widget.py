@@ -23,7 +23,7 @@ from magicgui.widgets import (
 from napari.layers import Image, Labels
 
 from .. import sigma_maps
-from .layers import METADATA_KEY, SIGMA_MAP_ROLE
+from .schema import METADATA_KEY, SIGMA_MAP_ROLE
 from .widgets import STATUS_TIP, compact_choices, show_failure, wrapping
 
 if TYPE_CHECKING:

@@ -33,11 +33,9 @@ from .layers import (
     MASK_MARKS,
     LayerBlur,
     difference_stats,
-    fitting_sigma_map,
-    is_sigma_map,
-    map_fits,
     publish,
 )
+from .schema import fitting_sigma_map, is_sigma_map, map_fits
 
 if TYPE_CHECKING:
     import napari

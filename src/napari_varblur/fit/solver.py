@@ -28,18 +28,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .adapters import jax_api as vjax
-from .core.spec import (
-    check_finite_values,
+from ..core.checks import ArgumentError
+from ..core.spec import normalize_axes, normalize_modes, normalize_nan_policy, normalize_truncate
+from .model import Model, control_basis, penalty
+from .validate import (
     check_image_pair,
     check_max_sigma,
-    normalize_axes,
     normalize_count,
-    normalize_mask,
-    normalize_modes,
-    normalize_nan_policy,
     normalize_number,
-    normalize_truncate,
+    valid_pair,
 )
 
 __all__ = ["SigmaFit", "fit_sigma_map", "fit_sigma_map_steps"]
@@ -186,106 +183,6 @@ def fit_sigma_map(
         stop = callback is not None and bool(callback(step, loss))
 
 
-# ----------------------------------------------------------------------------- checks
-
-
-def _valid(sharp, blurred, mask, policy, modes) -> np.ndarray:
-    """True where a pixel is valid in both images (a new array, the images' shape)."""
-    valid = normalize_mask(mask, sharp.shape)
-    valid = np.ones(sharp.shape, bool) if valid is None else np.broadcast_to(valid, sharp.shape)
-    for name, image in (("sharp", sharp), ("blurred", blurred)):
-        if policy == "raise":
-            try:
-                check_finite_values(image, valid, modes, 0.0)
-            except ValueError as error:
-                raise ValueError(str(error).replace("image:", f"{name}:", 1)) from None
-        elif image.dtype.kind == "f":
-            valid = valid & np.isfinite(image)
-    if not valid.any():
-        raise ValueError("mask: no pixel is valid in both images; nothing to fit")
-    return np.array(valid)
-
-
-# -------------------------------------------------------------------------- the model
-
-
-def _bspline(t: np.ndarray) -> np.ndarray:
-    """The cubic B-spline kernel (support [-2, 2], partition of unity)."""
-    a = np.abs(t)
-    return np.where(a < 1, 2 / 3 - a**2 + a**3 / 2, np.where(a < 2, (2 - a) ** 3 / 6, 0.0))
-
-
-def control_basis(n: int, spacing: float) -> np.ndarray:
-    """``(n, m)`` matrix: pixel values of ``m`` cubic B-spline nodes along one axis.
-
-    ``m - 3`` intervals of about ``spacing`` pixels cover ``[0, n - 1]`` exactly; one
-    extra node beyond each end keeps the spline free at the border.
-    """
-    if n == 1:
-        return np.ones((1, 1))
-    intervals = max(1, round((n - 1) / spacing))
-    h = (n - 1) / intervals
-    nodes = (np.arange(intervals + 3) - 1) * h
-    return _bspline((np.arange(n)[:, None] - nodes[None, :]) / h)
-
-
-@dataclass(frozen=True)
-class _Model:
-    """Everything static about a fit (hashable): one set of compiled programs each.
-
-    The arrays (images, mask, the B-spline bases) are arguments of the programs, so a
-    second fit of the same shape and settings (a napari re-run) compiles nothing.
-    """
-
-    shape: tuple[int, ...]
-    blurred_axes: tuple[int, ...]
-    nodes: tuple[int, ...]  # control nodes along each blurred axis
-    per_axis: bool
-    max_sigma: float
-    modes: tuple
-    truncate: float
-    masked: bool  # False: every pixel valid (the blur skips the normaliser)
-
-    @property
-    def grid(self) -> tuple[int, ...]:
-        return self.nodes + ((len(self.nodes),) if self.per_axis else ())
-
-    @property
-    def lead(self) -> tuple[int, ...]:
-        """The image's shape with batch axes 1: a map over the blurred axes, placed."""
-        return tuple(n if a in self.blurred_axes else 1 for a, n in enumerate(self.shape))
-
-    @property
-    def max_radius(self) -> int:
-        return math.ceil(self.truncate * self.max_sigma)
-
-    def options(self, mask) -> dict:
-        """The blur's keywords (the mask when the fit has one)."""
-        return dict(mode=self.modes, truncate=self.truncate, axes=self.blurred_axes,
-                    mask=mask if self.masked else None)  # fmt: skip
-
-    def sigma(self, u: jax.Array, bases) -> jax.Array:
-        """Node values -> the map as the blur takes it (image-shaped, batch axes
-        broadcast, a trailing axis per blurred axis when ``per_axis``)."""
-        for i, basis in enumerate(bases):
-            u = jnp.moveaxis(jnp.tensordot(basis, u, axes=(1, i)), 0, i)
-        s = self.max_sigma * jax.nn.sigmoid(u)
-        tail = s.shape[len(bases) :]
-        return jnp.broadcast_to(s.reshape(self.lead + tail), self.shape + tail)
-
-    def blur(self, sharp, sigma, mask):
-        return vjax.gaussian_blur(sharp, sigma, max_radius=self.max_radius, **self.options(mask))
-
-
-def _penalty(u: jax.Array, k: int) -> jax.Array:
-    """Mean squared second difference of the nodes along each grid axis."""
-    total = jnp.zeros((), u.dtype)
-    for axis in range(k):
-        if u.shape[axis] >= 3:
-            total = total + jnp.mean(jnp.diff(u, n=2, axis=axis) ** 2)
-    return total
-
-
 # ---------------------------------------------------------------------------- fitting
 
 
@@ -308,10 +205,10 @@ def fit_sigma_map_steps(
     tol = normalize_number("tol", tol, strict=False)
     max_steps = normalize_count("max_steps", max_steps)
     if not isinstance(per_axis, (bool, np.bool_)):
-        raise TypeError(f"per_axis: expected True or False, got {per_axis!r}")
+        raise ArgumentError(f"per_axis: expected True or False, got {per_axis!r}")
     given = normalize_axes(axes, sharp.ndim)
     if not given:
-        raise ValueError("axes: needs at least one axis to fit a blur along")
+        raise ArgumentError("axes: needs at least one axis to fit a blur along")
     # The model works in ascending axis order; a per-axis map returns in the given one.
     order = tuple(int(i) for i in np.argsort(given))
     modes = normalize_modes(mode, len(given))
@@ -320,13 +217,13 @@ def fit_sigma_map_steps(
     check_max_sigma(max_sigma, sharp.shape, blurred_axes, modes, truncate)
     policy = normalize_nan_policy(nan_policy)
     if policy == "propagate":
-        raise ValueError(
+        raise ArgumentError(
             "nan_policy: 'propagate' cannot fit (a NaN would reach every step); use 'raise' "
             "or 'omit'"
         )
-    valid = _valid(sharp, blurred, mask, policy, modes)
+    valid = valid_pair(sharp, blurred, mask, policy, modes)
     bases = tuple(control_basis(sharp.shape[a], spacing) for a in blurred_axes)
-    model = _Model(
+    model = Model(
         shape=sharp.shape,
         blurred_axes=blurred_axes,
         nodes=tuple(b.shape[1] for b in bases),
@@ -386,7 +283,7 @@ def _run(model, sharp, blurred, valid, bases, smoothness, max_steps, tol, max_er
 
 
 @functools.lru_cache(maxsize=8)
-def _programs(model: _Model) -> tuple:
+def _programs(model: Model) -> tuple:
     """The optimiser, one compiled L-BFGS step and the compiled final outputs."""
     import optax  # imported here: only fitting needs it
 
@@ -395,7 +292,7 @@ def _programs(model: _Model) -> tuple:
     def loss(image, u, data):
         """The objective, given the model image for the nodes ``u``."""
         r = image - data["y"]
-        return jnp.sum(data["weight"] * r * r) + data["smoothness"] * _penalty(u, k)
+        return jnp.sum(data["weight"] * r * r) + data["smoothness"] * penalty(u, k)
 
     def objective(u, data):
         return loss(model.blur(data["x"], model.sigma(u, data["bases"]), data["mask"]), u, data)
@@ -434,12 +331,12 @@ def _programs(model: _Model) -> tuple:
     return optimiser, step, outputs
 
 
-def _initial_nodes(model: _Model, sharp, blurred, valid) -> jax.Array:
+def _initial_nodes(model: Model, sharp, blurred, valid) -> jax.Array:
     """Every node at the best global sigma of a coarse scan, kept off the bounds.
 
     The scan runs the engine's global blur on the CPU (Numba): no compile of its own.
     """
-    from .adapters.numpy_api import gaussian_blur
+    from ..adapters.numpy_api import gaussian_blur
 
     trial = np.linspace(0.05, 0.95, 10)
     options = model.options(valid)
@@ -488,7 +385,7 @@ def _result(model, bases, blurred, valid, outputs, size, history, converged, max
     )
 
 
-def _stderr(model: _Model, bases, sensitivity: np.ndarray, valid, noise: float) -> np.ndarray:
+def _stderr(model: Model, bases, sensitivity: np.ndarray, valid, noise: float) -> np.ndarray:
     """Each pixel's standard error: ``noise / sqrt(sum_q F(p, q) J(q)^2)``.
 
     ``F`` is the squared B-spline footprint of the node nearest ``p``, so the sum is the

@@ -1,0 +1,68 @@
+"""What the adapters that take files and layers (``varblur blur``, napari) share on top
+of the library's normalisers: maps given for the blurred axes only, sigma maps scaled per
+axis (world units), and masks that *mark* pixels (any non-zero value).  Errors name the
+argument as the adapter calls it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.checks import ArgumentError
+
+
+def map_for_axes(
+    values: Any, image_shape: tuple[int, ...], axes: tuple[int, ...], name: str = "sigma_map"
+) -> Any:
+    """A sigma map given in a shape that broadcasts to the image's, or in the shape of
+    its blurred axes (in the order of ``axes``), as an array that broadcasts to the image.
+
+    For adapters (CLI, napari) that accept a map of just the blurred axes: it is
+    transposed into the image's axis order (``axes=(2, 1)`` takes a map of shape
+    ``(n2, n1)``) and gets length-1 batch axes.  NumPy and dask arrays both work.  A map
+    with the image's ndim that broadcasts to it is used as is (that reading wins when
+    both fit).
+    """
+    shape = tuple(values.shape)
+    ndim = len(image_shape)
+    if len(shape) == ndim and all(s in (1, n) for s, n in zip(shape, image_shape)):
+        return values
+    spatial = tuple(image_shape[a] for a in axes)
+    if shape == spatial:
+        order = np.argsort(axes)  # given order -> ascending axis order
+        moved = values.transpose(tuple(int(i) for i in order))
+        return moved.reshape([image_shape[a] if a in axes else 1 for a in range(ndim)])
+    raise ArgumentError(
+        f"{name}: shape {shape} fits neither the image's shape {tuple(image_shape)} nor "
+        f"the shape of its blurred axes {spatial} (axes {tuple(axes)})"
+    )
+
+
+def scale_map(values: Any, factors: Sequence[float]) -> Any:
+    """A map times one factor per blurred axis: isotropic when the factors agree,
+    else a per-axis map (a trailing axis of factors).  NumPy or dask."""
+    factors = [float(f) for f in factors]
+    if all(f == factors[0] for f in factors):
+        return values * factors[0]
+    return values[..., None] * np.asarray(factors)
+
+
+def marked_pixels(
+    values: Any, image_shape: tuple[int, ...], axes: tuple[int, ...], name: str, invalid: bool
+) -> Any:
+    """A mask as the adapters (``varblur blur``, napari) take it, as the library's mask.
+
+    Any non-zero value marks a pixel (a label image works); the values have the image's
+    shape or the blurred axes' (:func:`map_for_axes`).  Returns True where a pixel is
+    valid: the marked pixels, or the others when ``invalid``.  A new array (lazy for
+    dask); errors name ``name``.
+    """
+    if values.dtype.kind not in "biuf":
+        raise ArgumentError(f"{name}: dtype {values.dtype} is not supported; use 0 and non-zero")
+    values = map_for_axes(values, image_shape, axes, name)
+    if values.dtype.kind == "f" and bool(np.isnan(values).any()):  # computes a dask mask's
+        raise ArgumentError(f"{name}: holds NaN; mark pixels with 0 and non-zero values only")
+    marked = values != 0
+    return ~marked if invalid else marked

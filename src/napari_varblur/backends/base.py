@@ -1,0 +1,66 @@
+"""What a backend is: a typed record of the operations the engine may call.
+
+A backend declares what it offers (a fused masked sweep, whole-image level passes) in
+its :class:`Backend` record; the router reads those fields and never probes a module
+with ``getattr``.  Backends do arithmetic only: every argument they receive was
+validated by :class:`~napari_varblur.core.spec.BlurSpec`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.spec import BlurSpec
+
+#: ``correlate(x, axis, source, fill, weights, scale)``: one 1-D pass,
+#: ``out[i] = scale[i] * sum_t weights[t] * x[source[i + t]]`` along ``axis`` (``fill``
+#: where ``source`` is -1), for ``i < len(scale)``: the level walk's building block.
+Correlate = Callable[[np.ndarray, int, np.ndarray, float, np.ndarray, np.ndarray], np.ndarray]
+#: ``masked(spec, valid, counts)``: both sums of a normalised convolution and their ratio
+#: in one sweep, or ``None`` where the backend has no kernel for this spec.
+FusedMasked = Callable[[BlurSpec, np.ndarray, bool], "np.ndarray | None"]
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One backend's operations and capabilities.
+
+    Attributes
+    ----------
+    name
+        The name users pass as ``backend=``.
+    global_blur
+        ``global_blur(spec)``: separable passes of a global-sigma spec; a new array of
+        ``spec.precision``.
+    gather
+        ``gather(spec, pad_floor)``: the exact per-pixel blur of a sigma-map spec.
+        ``pad_floor`` raises each axis's padding (the chunks of one dask array share
+        static shapes).
+    correlate
+        The 1-D pass the level walk runs (:data:`Correlate`); ``None``: the backend
+        always gathers (the reference oracle).
+    masked
+        A fused masked sweep (:data:`FusedMasked`), or ``None``: the engine runs the
+        normalised convolution as two plain blurs.
+    whole_image_levels
+        The level walk gives this backend whole-image passes (a backend that compiles
+        per shape would otherwise compile one program per tile).
+    describe, device_name, compiles, has_gpu
+        Version and device text, the device's short name, kernels compiled so far in
+        this process (a caller compares counts around a call), and whether it runs on
+        a GPU.
+    """
+
+    name: str
+    global_blur: Callable[[BlurSpec], np.ndarray]
+    gather: Callable[[BlurSpec, tuple[int, ...] | None], np.ndarray]
+    describe: Callable[[], str]
+    device_name: Callable[[], str]
+    correlate: Correlate | None = None
+    masked: FusedMasked | None = None
+    whole_image_levels: bool = False
+    compiles: Callable[[], int] = lambda: 0
+    has_gpu: Callable[[], bool] = lambda: False

@@ -1,0 +1,78 @@
+"""The Numba backend: parallel CPU kernels (``prange``), compiled once and cached on disk.
+
+Split by job: :mod:`.passes` (global sigma, fused and masked sweeps), :mod:`.gathers`
+(sigma maps, 1-3 axes specialised and the generic N-D kernel), :mod:`.weights` (the
+Gaussian recurrence and the radius rule in the kernels) and :mod:`.common` (flags,
+arrays, thread safety).  Parallel kernels run under a lock when Numba's threading layer
+is not threadsafe (``workqueue``), so napari's worker threads and dask's threaded
+scheduler can call this backend concurrently.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ...core.spec import BlurSpec
+from ...core.taps import global_plan, map_plan
+from ..base import Backend
+from . import common, gathers, passes, weights
+
+
+def describe() -> str:
+    return f"numba {numba.__version__}, {device_name()}"
+
+
+def device_name() -> str:
+    return f"cpu ({numba.get_num_threads()} threads)"
+
+
+def compiles() -> int:
+    """How many kernels this process compiled so far (not read from Numba's cache)."""
+    kernels = [
+        v
+        for module in (common, gathers, passes, weights)
+        for v in vars(module).values()
+        if isinstance(v, numba.core.dispatcher.Dispatcher)
+    ]
+    return sum(sum(k.stats.cache_misses.values()) for k in kernels)
+
+
+def global_blur(spec: BlurSpec) -> np.ndarray:
+    """Separable passes; the last two axes in one fused sweep when they both blur."""
+    # Kernels write only into new arrays, so the input is read in place when it already
+    # has the working dtype; an untouched image is copied (never the caller's array).
+    x = spec.image.astype(spec.precision, copy=False)
+    plan = global_plan(spec)
+    if not plan:
+        return x.copy()
+    pair = passes.fusable(plan, x.ndim)
+    for p in plan[:-2] if pair else plan:
+        x = passes.correlate_pass(x, p)
+    return passes.fused_last_two(x, *plan[-2:]) if pair else x
+
+
+def gather(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray:
+    x = spec.image.astype(spec.precision, copy=False)
+    return gathers.varying_blur(x, spec, map_plan(spec, pad_floor))
+
+
+def masked(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None:
+    """Both sums of the normalised convolution and their ratio in one sweep, or
+    ``None`` where no kernel fits this spec.  ``valid`` has the image's ndim and
+    broadcasts to it; ``counts``: whether constant-mode taps outside the image count."""
+    if spec.sigma is not None:
+        return passes.masked_global(spec, valid, counts)
+    return gathers.masked_map(spec, valid, counts)
+
+
+BACKEND = Backend(
+    name="numba",
+    global_blur=global_blur,
+    gather=gather,
+    correlate=passes.correlate,
+    masked=masked,
+    describe=describe,
+    device_name=device_name,
+    compiles=compiles,
+)

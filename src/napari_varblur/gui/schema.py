@@ -1,0 +1,129 @@
+"""The plugin's layer metadata, in one place: the key, the roles, how a derived layer is
+tagged, found, placed and updated (never clobbering a layer the user made).
+
+Every layer this package makes carries ``metadata[METADATA_KEY]``, a dict with at least
+``role`` (what it is: a blur result, a sigma map, a residual...) and ``source_id`` (the
+layer it was made from); the fit widget adds ``kind``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from napari.layers import Image, Layer
+
+METADATA_KEY = "napari_varblur"
+#: ``metadata[METADATA_KEY]["role"]`` of a sigma map made by the sample or the
+#: "Make sigma map" widget; the blur widget preselects such a map.
+SIGMA_MAP_ROLE = "sigma-map"
+
+
+def layer_id(layer: Layer) -> str:
+    return str(getattr(layer, "unique_id", id(layer)))
+
+
+def placement(source: Layer) -> dict[str, Any]:
+    """Where ``source`` sits in the world: a derived layer takes the same."""
+    return {
+        "scale": source.scale,
+        "translate": source.translate,
+        "rotate": source.rotate,
+        "shear": source.shear,
+        "affine": source.affine,
+    }
+
+
+def find_tagged(viewer, source_id: str, role: str, kind: str | None = None, cls=Layer):
+    """The ``cls`` layer this package made for (source layer, role), and of ``kind``
+    when given; None if there is none."""
+    for layer in viewer.layers:
+        info = layer.metadata.get(METADATA_KEY) if isinstance(layer, cls) else None
+        if (
+            isinstance(info, dict)
+            and info.get("role") == role
+            and info.get("source_id") == source_id
+            and (kind is None or info.get("kind") == kind)
+        ):
+            return layer
+    return None
+
+
+def upsert(
+    viewer,
+    cls,
+    role: str,
+    source_id: str,
+    data,
+    name: str,
+    metadata: dict,
+    settings: dict,
+    *,
+    kind: str | None = None,
+    create: dict | None = None,
+    keep_name: bool = False,
+) -> Layer:
+    """Update the ``cls`` layer made earlier for (role, source), or add a new one.
+
+    ``settings`` (placement and display) are applied either way, ``create`` only to a
+    new layer.  A layer whose number of axes changed is replaced at the same place in
+    the list.  The name follows the new one, except with ``keep_name`` while the source
+    layer's name is the same (a name napari made unique, "... [1]", or the user's own
+    name for it stays).  Without a viewer the layer is only made.
+    """
+    existing = None if viewer is None else find_tagged(viewer, source_id, role, kind, cls)
+    if existing is not None and existing.ndim == np.ndim(data):
+        if not keep_name or _source_renamed(existing, metadata):
+            existing.name = name
+        existing.data = data
+        existing.metadata = metadata
+        for key, value in settings.items():
+            setattr(existing, key, value)
+        return existing
+    layer = cls(data, name=name, metadata=metadata, **settings, **(create or {}))
+    if viewer is None:
+        return layer
+    if existing is None:
+        viewer.add_layer(layer)
+    else:
+        index = viewer.layers.index(existing)
+        viewer.layers.remove(existing)
+        viewer.layers.insert(index, layer)
+    return layer
+
+
+def _source_renamed(existing: Layer, metadata: dict) -> bool:
+    old = existing.metadata.get(METADATA_KEY, {}).get("source_layer")
+    return old != metadata.get(METADATA_KEY, {}).get("source_layer")
+
+
+def is_sigma_map(layer: object) -> bool:
+    """Whether ``layer`` is an Image layer tagged as a sigma map (by the sample or the
+    "Make sigma map" widget)."""
+    if not isinstance(layer, Image):
+        return False
+    info = layer.metadata.get(METADATA_KEY)
+    return isinstance(info, dict) and info.get("role") == SIGMA_MAP_ROLE
+
+
+def map_fits(sigma_map: Layer, image: Layer) -> bool:
+    """Whether the map layer's shape fits the image layer: it broadcasts to the image
+    (same number of axes) or it has the shape of the image's last two (Y, X) axes."""
+    if sigma_map is image or sigma_map.multiscale or image.multiscale:
+        return False
+    shape, target = tuple(sigma_map.data.shape), tuple(image.data.shape)
+    if len(shape) == len(target) and all(s in (1, n) for s, n in zip(shape, target)):
+        return True
+    spatial = target[-3:-1] if getattr(image, "rgb", False) else target[-2:]
+    return shape == spatial
+
+
+def fitting_sigma_map(layers: Sequence[Layer], image: Layer | None) -> Image | None:
+    """The topmost tagged sigma map in ``layers`` that fits ``image``, or None."""
+    if image is None:
+        return None
+    for layer in reversed(list(layers)):
+        if is_sigma_map(layer) and map_fits(layer, image):
+            return layer
+    return None
