@@ -13,10 +13,10 @@ from .. import backends
 from .._version import __version__
 from ..core.modes import MODE_ALIASES, MODE_NAMES
 from ..core.rules import CONTRACT_TOLERANCE
+from ..core.sigma import normalize_global_sigma
 from ..core.spec import (
     NAN_POLICIES,
     normalize_channel_axis,
-    normalize_global_sigma,
     normalize_tolerance,
 )
 from ..sample import fluorescence_sample

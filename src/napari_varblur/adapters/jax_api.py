@@ -27,11 +27,11 @@ import numpy as np
 from ..backends.jax_xla import native
 from ..core.checks import ArgumentError, is_jax_array, is_traced
 from ..core.levels import MAX_LEVEL_RADIUS
+from ..core.sigma import map_with_channel_axis
 from ..core.spec import (
     BlurSpec,
     check_finite_values,
     check_image,
-    map_with_channel_axis,
     mask_with_channel_axis,
     normalize_mask,
     normalize_options,

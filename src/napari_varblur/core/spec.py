@@ -30,6 +30,7 @@ from .checks import (
 )
 from .modes import Mode, canonical_mode
 from .rules import MAX_GLOBAL_RADIUS, radius_of
+from .sigma import map_with_channel_axis, normalize_sigma
 
 BACKENDS: tuple[str, ...] = ("auto", "numba", "jax", "reference")
 PRECISIONS: tuple[str, ...] = ("float32", "float64")
@@ -107,25 +108,6 @@ def normalize_channel_axis(
             "blurred); leave it out of axes"
         )
     return channel, blurred
-
-
-def map_with_channel_axis(
-    sigma: Any, image_shape: tuple[int, ...], naxes: int, channel: int
-) -> Any:
-    """A sigma map given without the channel axis, with a length-1 axis there (so it
-    broadcasts over the channels); a map that already fits is returned as it is."""
-    try:
-        map_layout(tuple(sigma.shape), image_shape, naxes)
-        return sigma
-    except ValueError:
-        pass
-    ndim = len(image_shape)
-    per_axis = sigma.ndim == ndim and sigma.shape[-1] == naxes  # the channel left out
-    if sigma.ndim != ndim - 1 and not per_axis:
-        return sigma  # the caller's shape check reports it
-    # The map's leading axes are the image's without the channel (a per-axis map keeps
-    # its trailing axis last).
-    return sigma.reshape(sigma.shape[:channel] + (1,) + sigma.shape[channel:])
 
 
 def mask_with_channel_axis(mask: Any, image_shape: tuple[int, ...], channel: int) -> Any:
@@ -285,64 +267,6 @@ def normalize_backend(backend: object) -> str:
     return choice("backend", backend, BACKENDS, "backend")
 
 
-def check_sigma_values(values: np.ndarray, what: str) -> None:
-    """Raise ``ValueError`` if any sigma is NaN, infinite or negative."""
-    bad_nan = np.isnan(values)
-    if bad_nan.any():
-        raise ArgumentError(f"sigma: {what} has NaN in {where(bad_nan)}; sigma must be finite")
-    bad_inf = np.isinf(values)
-    if bad_inf.any():
-        raise ArgumentError(f"sigma: {what} is infinite in {where(bad_inf)}; sigma must be finite")
-    bad_neg = values < 0
-    if bad_neg.any():
-        raise ArgumentError(f"sigma: {what} is negative in {where(bad_neg)}; sigma must be >= 0")
-
-
-def normalize_global_sigma(sigma: object, naxes: int) -> tuple[float, ...]:
-    """One float sigma per blurred axis from a number or a sequence."""
-    if is_number(sigma):
-        if not math.isfinite(as_float(sigma)) or sigma < 0:
-            raise ArgumentError(f"sigma: must be a finite number >= 0, got {sigma!r}")
-        values = [sigma] * naxes
-    else:
-        values = list(sigma)  # type: ignore[arg-type]
-        if len(values) != naxes:
-            raise ArgumentError(
-                f"sigma: got {len(values)} values for {naxes} blurred axes; "
-                "give one sigma or one per blurred axis"
-            )
-        for v in values:
-            if not is_number(v):
-                raise ArgumentError(f"sigma: expected numbers, got {v!r}")
-    arr = np.asarray([as_float(v) for v in values], dtype=np.float64)
-    check_sigma_values(arr, "per-axis sigma")
-    return tuple(float(v) for v in arr)
-
-
-def map_layout(map_shape: tuple[int, ...], image_shape: tuple[int, ...], naxes: int) -> bool:
-    """Check a sigma map's shape; return ``True`` if it holds one sigma per blurred axis.
-
-    An isotropic map has the image's ndim and broadcasts to the image's shape; a
-    per-axis map has an extra trailing axis of length ``len(axes)``.
-    """
-    ndim = len(image_shape)
-
-    def broadcasts(shape: tuple[int, ...]) -> bool:
-        return all(s in (1, n) for s, n in zip(shape, image_shape))
-
-    if len(map_shape) == ndim and broadcasts(map_shape):
-        return False
-    if len(map_shape) == ndim + 1 and map_shape[-1] == naxes and broadcasts(map_shape[:-1]):
-        return True
-    raise ArgumentError(
-        f"sigma: a sigma map of shape {tuple(map_shape)} does not fit an image of shape "
-        f"{tuple(image_shape)}; expected a shape that broadcasts to {tuple(image_shape)} "
-        f"(one sigma per pixel) or {tuple(image_shape) + (naxes,)} (one per pixel and axis); "
-        "a map for one channel of a multichannel image: pass channel_axis= (the map may "
-        "then omit that axis), or give it a length-1 axis there (e.g. map[..., None])"
-    )
-
-
 def check_radii(
     shape: tuple[int, ...],
     axes: tuple[int, ...],
@@ -377,74 +301,6 @@ def check_radii(
                 f"supports radii up to {allowed}. Use mode='crop', a smaller sigma or "
                 "truncate, or a global sigma"
             )
-
-
-def _lazy_map_maxima(sigma: Any, per_axis: bool, k: int) -> tuple[float, ...]:
-    """Check a dask sigma map's values and return each axis's largest sigma, in one pass
-    over the map (the first bad value is located only when there is one)."""
-    import dask
-
-    if sigma.size == 0:
-        return (0.0,) * k
-    maxima = [sigma[..., i].max() for i in range(k)] if per_axis else [sigma.max()]
-    checks = [(sigma < 0).any(), (~np.isfinite(sigma)).any()]  # a float map by now
-    results = dask.compute(*maxima, *checks)
-    if any(results[len(maxima) :]):
-        check_sigma_values(np.asarray(sigma, dtype=np.float64), "the sigma map")
-    tops = tuple(float(t) for t in results[: len(maxima)])
-    return tops if per_axis else tops * k
-
-
-def normalize_sigma_map(
-    sigma: Any, image_shape: tuple[int, ...], k: int
-) -> tuple[tuple[Any, ...], bool, tuple[float, ...]]:
-    """A NumPy or dask sigma map -> (one array per blurred axis, isotropic?, maxima).
-
-    float32 and float64 maps keep their dtype (the float64 value of a float32 sigma is
-    exact); other real dtypes widen to float64.
-    """
-    if np.dtype(sigma.dtype).kind not in "biuf":
-        raise ArgumentError(f"sigma: a sigma map must be real-valued, got dtype {sigma.dtype}")
-    per_axis = map_layout(tuple(sigma.shape), image_shape, k)
-    if sigma.dtype not in (np.float32, np.float64):
-        sigma = sigma.astype(np.float64)
-    if is_dask_array(sigma):
-        maxima = _lazy_map_maxima(sigma, per_axis, k)
-    else:
-        check_sigma_values(sigma, "the sigma map")
-        if sigma.size == 0:
-            maxima = (0.0,) * k
-        elif per_axis:
-            maxima = tuple(float(v) for v in sigma.reshape(-1, k).max(axis=0))
-        else:
-            maxima = (float(sigma.max()),) * k
-    maps = tuple(sigma[..., i] for i in range(k)) if per_axis else (sigma,) * k
-    return maps, not per_axis, maxima
-
-
-def _normalize_sigma(sigma: object, shape: tuple[int, ...], k: int, radius) -> tuple:
-    """(global sigma or None, map arrays or None, isotropic, each axis's largest sigma)."""
-    if isinstance(sigma, np.ndarray) and sigma.ndim == 0:
-        sigma = sigma.item()
-    if (is_dask_array(sigma) or isinstance(sigma, np.ndarray)) and not (
-        sigma.ndim == 1 and len(shape) != 1
-    ):
-        if radius is not None:
-            raise ArgumentError(
-                "radius: cannot be combined with a sigma map (each pixel's radius comes "
-                "from its sigma and truncate)"
-            )
-        maps, isotropic, maxima = normalize_sigma_map(sigma, shape, k)
-        return None, maps, isotropic, maxima
-    if is_number(sigma) or (
-        isinstance(sigma, (Sequence, np.ndarray)) and not isinstance(sigma, (str, bytes))
-    ):
-        values = normalize_global_sigma(sigma, k)
-        return values, None, len(set(values)) <= 1, values
-    raise ArgumentError(
-        f"sigma: expected a number, one number per blurred axis, or a NumPy sigma "
-        f"map, got {type(sigma).__name__}"
-    )
 
 
 @dataclass(frozen=True)
@@ -554,7 +410,7 @@ class BlurSpec:
         valid = normalize_mask(mask, shape)
         if channel is not None and (is_dask_array(sigma) or isinstance(sigma, np.ndarray)):
             sigma = map_with_channel_axis(sigma, shape, len(blurred), channel)
-        sig, smap, isotropic, sigma_max = _normalize_sigma(sigma, shape, len(blurred),
+        sig, smap, isotropic, sigma_max = normalize_sigma(sigma, shape, len(blurred),
                                                            options["radius"])  # fmt: skip
         modes, fill, trunc = options["modes"], options["cval"], options["truncate"]
         check_radii(shape, blurred, modes, trunc, sigma_max, radius=options["radius"], maps=smap)

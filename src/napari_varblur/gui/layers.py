@@ -19,7 +19,8 @@ from .. import backends
 from .._version import __version__
 from ..adapters.numpy_api import gaussian_blur
 from ..adapters.request import map_for_axes, marked_pixels, scale_map
-from ..core.spec import BlurSpec, is_dask_array, normalize_axes, normalize_global_sigma
+from ..core.sigma import normalize_global_sigma
+from ..core.spec import BlurSpec, is_dask_array, normalize_axes
 from .schema import METADATA_KEY, layer_id, placement, upsert
 
 if TYPE_CHECKING:

@@ -15,7 +15,8 @@ import numpy as np
 
 from ...core.levels import AxisLevels, bucket_range, level_weight, tolerance_levels, windows
 from ...core.rules import exponent_of
-from ...core.spec import BlurSpec, map_layout
+from ...core.sigma import map_layout
+from ...core.spec import BlurSpec
 from ...core.taps import (
     from_working_layout,
     gaussian_taps,
