@@ -140,8 +140,9 @@ BAD_INPUTS = [
     case("raise-nan-image-sigma-map", "image", image=NAN_IMAGE, sigma=ONES, nan_policy="raise"),
     case("raise-nan-cval", "cval", mode="constant", cval=NAN, nan_policy="raise"),
     case("raise-inf-cval", "cval", mode="constant", cval=-INF, nan_policy="raise"),
-    case("raise-nan-cval-one-axis", "cval", mode=("crop", "constant"), cval=NAN,
-         nan_policy="raise"),  # fmt: skip
+    case(
+        "raise-nan-cval-one-axis", "cval", mode=("crop", "constant"), cval=NAN, nan_policy="raise"
+    ),
 ]
 
 
@@ -194,8 +195,12 @@ TWO_BAD = [
     pytest.param(IMAGE, 1.0, {"radius": 1.5, "mask": np.ones((5, 7))}, id="radius-and-mask"),
     pytest.param(NAN_IMAGE, -1.0, {"nan_policy": "raise"}, id="sigma-and-raise-nan-image"),
     pytest.param(NAN_IMAGE, np.ones((6, 6)), {"nan_policy": "raise"}, id="map-and-raise-nan"),
-    pytest.param(IMAGE, -1.0, {"mode": "constant", "cval": NAN, "nan_policy": "raise"},
-                 id="sigma-and-raise-nan-cval"),  # fmt: skip
+    pytest.param(
+        IMAGE,
+        -1.0,
+        {"mode": "constant", "cval": NAN, "nan_policy": "raise"},
+        id="sigma-and-raise-nan-cval",
+    ),
     pytest.param(IMAGE, 1.0, {"mode": "bogus", "cval": "x"}, id="mode-and-cval"),
     pytest.param(IMAGE, 1.0, {"truncate": 0, "tolerance": 1.0}, id="truncate-and-tolerance"),
 ]
@@ -213,15 +218,30 @@ def test_both_apis_report_the_same_error_first(image, sigma, kwargs):
 #: non-finite ``cval`` only where a constant-mode axis reads it, i.e. blurs, and
 #: non-finite values only in valid pixels).  Both APIs must accept them.
 ACCEPTED = [
-    pytest.param(IMAGE, 0.0, {"mode": "constant", "cval": NAN, "nan_policy": "raise"},
-                 id="raise-nan-cval-sigma-0"),  # fmt: skip
-    pytest.param(IMAGE, (1.0, 0.0), {"mode": ("crop", "constant"), "cval": NAN,
-                                     "nan_policy": "raise"},
-                 id="raise-nan-cval-on-unblurred-axis"),  # fmt: skip
-    pytest.param(IMAGE, np.zeros(SHAPE), {"mode": "constant", "cval": INF, "nan_policy": "raise"},
-                 id="raise-inf-cval-zero-map"),  # fmt: skip
-    pytest.param(NAN_IMAGE, 1.0, {"mask": np.isfinite(NAN_IMAGE), "nan_policy": "raise"},
-                 id="raise-nan-in-masked-pixel"),  # fmt: skip
+    pytest.param(
+        IMAGE,
+        0.0,
+        {"mode": "constant", "cval": NAN, "nan_policy": "raise"},
+        id="raise-nan-cval-sigma-0",
+    ),
+    pytest.param(
+        IMAGE,
+        (1.0, 0.0),
+        {"mode": ("crop", "constant"), "cval": NAN, "nan_policy": "raise"},
+        id="raise-nan-cval-on-unblurred-axis",
+    ),
+    pytest.param(
+        IMAGE,
+        np.zeros(SHAPE),
+        {"mode": "constant", "cval": INF, "nan_policy": "raise"},
+        id="raise-inf-cval-zero-map",
+    ),
+    pytest.param(
+        NAN_IMAGE,
+        1.0,
+        {"mask": np.isfinite(NAN_IMAGE), "nan_policy": "raise"},
+        id="raise-nan-in-masked-pixel",
+    ),
     pytest.param(IMAGE, 1.0, {"mode": "constant", "cval": NAN}, id="nan-cval-propagate"),
     pytest.param(IMAGE, 1.0, {"channel_axis": 0}, id="channel-axis"),
 ]
@@ -272,15 +292,19 @@ def _traced_image(**kwargs):
 JAX_ONLY = [
     pytest.param(_traced_sigma, {"max_radius": -1}, "max_radius", id="max_radius-negative"),
     pytest.param(_traced_sigma, {"max_radius": 2.5}, "max_radius", id="max_radius-float"),
-    pytest.param(_traced_sigma, {"max_radius": (2, 2, 2)}, "max_radius",
-                 id="max_radius-wrong-count"),  # fmt: skip
-    pytest.param(_traced_sigma, {"max_radius": (2, -1)}, "max_radius",
-                 id="max_radius-negative-in-sequence"),  # fmt: skip
+    pytest.param(
+        _traced_sigma, {"max_radius": (2, 2, 2)}, "max_radius", id="max_radius-wrong-count"
+    ),
+    pytest.param(
+        _traced_sigma, {"max_radius": (2, -1)}, "max_radius", id="max_radius-negative-in-sequence"
+    ),
     pytest.param(_traced_sigma, {}, "max_radius", id="traced-sigma-without-max_radius"),
-    pytest.param(_traced_sigma, {"radius": 2, "max_radius": 3}, "radius",
-                 id="radius-with-traced-sigma"),  # fmt: skip
-    pytest.param(_traced_image, {"nan_policy": "raise"}, "nan_policy",
-                 id="raise-with-traced-image"),  # fmt: skip
+    pytest.param(
+        _traced_sigma, {"radius": 2, "max_radius": 3}, "radius", id="radius-with-traced-sigma"
+    ),
+    pytest.param(
+        _traced_image, {"nan_policy": "raise"}, "nan_policy", id="raise-with-traced-image"
+    ),
 ]
 
 

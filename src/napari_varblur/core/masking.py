@@ -1,21 +1,6 @@
-"""The arithmetic of the normalised convolution, written once for NumPy and JAX (``xp``).
-
-Masked and NaN-aware blur: normalised convolution over the valid taps.
-
-``out = sum(w * valid * image) / sum(w * valid)`` over each pixel's window, with the
-same per-pixel weights and radii as the plain blur.  Both sums are plain blurs, so every
-backend, sigma maps, levels and chunks get it from the engine they already have:
-
-- the *numerator* blurs the image with invalid pixels set to 0;
-- the *denominator* blurs the validity (1 or 0) itself.
-
-Edge modes extend both the same way, so an extended tap is valid when its source pixel
-is.  A constant-mode tap reads ``cval`` and is valid (the denominator reads 1 there),
-unless ``nan_policy="omit"`` and ``cval`` is not finite (both read 0: the tap is left
-out).  Crop's renormalisation cancels in the ratio, so crop + mask is the normalised
-convolution with the in-bounds mask.  A pixel whose window holds no valid tap gets 0/0:
-NaN.  The arithmetic below is written once for NumPy and JAX (``xp``).
-"""
+"""The arithmetic of the normalised convolution ``sum(w * valid * image) / sum(w * valid)``,
+written once for NumPy and JAX (``xp``); how the two sums are run, and why this is the
+contract's masked blur, is in :mod:`napari_varblur.engine.masked`."""
 
 from __future__ import annotations
 
