@@ -156,12 +156,15 @@ def outcome(function, *args, **kwargs) -> tuple[type, str] | None:
 
 
 def as_jax(image):
-    """The image as a JAX array, as a JAX user holds it.  ``jnp.asarray`` refuses string
-    dtypes itself: then the JAX-native API gets the NumPy array, as a user would pass it."""
+    """The image as a JAX array, as a JAX user holds it, when JAX can hold its dtype.
+    ``jnp.asarray`` refuses string dtypes and (x64 off) narrows complex128 to complex64:
+    then the JAX-native API gets the NumPy array itself, as a user would pass it, so
+    both APIs see the same input."""
     try:
-        return jnp.asarray(image)
+        converted = jnp.asarray(image)
     except TypeError:
         return image
+    return converted if np.dtype(converted.dtype) == np.asarray(image).dtype else image
 
 
 def both(image, sigma, kwargs):

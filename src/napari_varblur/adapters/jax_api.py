@@ -108,8 +108,10 @@ def gaussian_blur(
             "nan_policy: 'raise' needs a concrete image (it is traced here); use "
             "'omit' or 'propagate' inside jax.jit"
         )
+    limits = None if max_radius is None else normalize_radius(max_radius, len(options["axes"]),
+                                                              name="max_radius")  # fmt: skip
     if is_traced(sigma):
-        run, valid = _traced(image, sigma, options, mask, max_radius)
+        run, valid = _traced(image, sigma, options, mask, limits)
     else:
         run, valid = _concrete(image, sigma, options, mask)
     fill, omit = options["cval"], options["nan_policy"] == "omit"
@@ -122,6 +124,10 @@ def gaussian_blur(
 def _float_image(image) -> jax.Array:
     """The image as a JAX array, checked like the NumPy API's; float dtypes are kept,
     others become float32."""
+    if not is_jax_array(image):  # checked before JAX converts (or refuses) its dtype
+        host = np.asarray(image)
+        check_image(host.dtype, host.ndim)
+        image = host
     image = jnp.asarray(image)
     check_image(np.dtype(image.dtype), image.ndim)
     return image if jnp.issubdtype(image.dtype, jnp.floating) else image.astype(jnp.float32)
@@ -146,18 +152,17 @@ def _concrete(image, sigma, options: dict, mask):
     return run, valid
 
 
-def _traced(image, sigma, options: dict, mask, max_radius):
+def _traced(image, sigma, options: dict, mask, limits):
     """A traced sigma (a map; a scalar or one value per axis is broadcast) needs a static
     ``max_radius``; its values are not checked (a negative sigma acts like its absolute
     value)."""
     blurred, channel = options["axes"], options["channel"]
     if options["radius"] is not None:
         raise ArgumentError("radius: cannot be combined with a traced sigma; use max_radius")
-    if max_radius is None:
+    if limits is None:
         raise ArgumentError(
             "max_radius: a traced sigma needs a static max_radius (an int or one per axis)"
         )
-    limits = normalize_radius(max_radius, len(blurred), name="max_radius")
     if channel is not None:
         sigma = map_with_channel_axis(sigma, image.shape, len(blurred), channel)
         mask = None if mask is None else mask_with_channel_axis(mask, image.shape, channel)

@@ -255,8 +255,8 @@ def check_finite_values(
 
 def normalize_precision(precision: object) -> np.dtype:
     """``"float32"`` or ``"float64"`` (a NumPy dtype or type too), as a dtype."""
-    try:
-        name = np.dtype(precision).name
+    try:  # np.dtype(None) is float64: None is refused, not a silent default
+        name = None if precision is None else np.dtype(precision).name
     except TypeError:
         name = None
     return np.dtype(choice("precision", name if name in PRECISIONS else precision,
