@@ -47,7 +47,7 @@ def test_demo_runs_every_backend_and_passes(command):
 
 def test_demo_exit_code_reports_a_broken_tolerance(monkeypatch):
     # A zero tolerance cannot be met by float32 arithmetic: the demo must say so.
-    monkeypatch.setitem(cli.TOLERANCE, "float32", 0.0)
+    monkeypatch.setitem(cli.CONTRACT_TOLERANCE, "float32", 0.0)
     buffer = io.StringIO()
     assert cli.demo(32, out=buffer) == 1
     assert "| NO |" in buffer.getvalue() and "broke the contract" in buffer.getvalue()
