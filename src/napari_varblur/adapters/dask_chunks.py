@@ -21,11 +21,11 @@ import numpy as np
 
 from .. import backends
 from ..core.rules import radius_of
-from ..core.spec import BlurSpec, is_dask_array
+from ..core.spec import BlurSpec
 from ..core.taps import global_radius
 from ..engine import router
 
-__all__ = ["blur_lazy", "is_dask_array"]
+__all__ = ["blur_lazy"]
 
 
 def blur_lazy(spec: BlurSpec):

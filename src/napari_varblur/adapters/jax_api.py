@@ -27,13 +27,12 @@ import numpy as np
 from ..backends.jax_xla import native
 from ..core.checks import ArgumentError, is_jax_array, is_traced
 from ..core.levels import MAX_LEVEL_RADIUS
-from ..core.sigma import map_with_channel_axis
+from ..core.sigma import traced_layout
 from ..core.spec import (
     BlurSpec,
     check_finite_values,
     check_image,
-    mask_with_channel_axis,
-    normalize_mask,
+    normalize_map_and_mask,
     normalize_options,
     normalize_radius,
 )
@@ -156,17 +155,14 @@ def _traced(image, sigma, options: dict, mask, limits):
     """A traced sigma (a map; a scalar or one value per axis is broadcast) needs a static
     ``max_radius``; its values are not checked (a negative sigma acts like its absolute
     value)."""
-    blurred, channel = options["axes"], options["channel"]
+    blurred = options["axes"]
     if options["radius"] is not None:
         raise ArgumentError("radius: cannot be combined with a traced sigma; use max_radius")
     if limits is None:
         raise ArgumentError(
             "max_radius: a traced sigma needs a static max_radius (an int or one per axis)"
         )
-    if channel is not None:
-        sigma = map_with_channel_axis(sigma, image.shape, len(blurred), channel)
-        mask = None if mask is None else mask_with_channel_axis(mask, image.shape, channel)
-    valid = normalize_mask(mask, image.shape)
+    sigma, valid = normalize_map_and_mask(sigma, mask, image.shape, options)
     if options["nan_policy"] == "raise":
         check_finite_values(np.asarray(image), None if valid is None else np.asarray(valid),
                             options["modes"], options["cval"])  # fmt: skip
@@ -174,7 +170,7 @@ def _traced(image, sigma, options: dict, mask, limits):
     tolerance = options["tolerance"]
     levels = (
         tolerance is not None
-        and native.isotropic(sigma, image, len(blurred))
+        and traced_layout(sigma.shape, image.shape, len(blurred)) == "isotropic"
         and max(limits) <= MAX_LEVEL_RADIUS
     )
 

@@ -40,8 +40,9 @@ class Backend:
         ``pad_floor`` raises each axis's padding (the chunks of one dask array share
         static shapes).
     correlate
-        The 1-D pass the level walk runs (:data:`Correlate`); ``None``: the backend
-        always gathers (the reference oracle).
+        The 1-D pass the level walk runs (:data:`Correlate`), or ``None``.  The router
+        walks levels only on backends that also have a cost table
+        (:data:`napari_varblur.engine.cost.COSTS`): the reference oracle always gathers.
     masked
         A fused masked sweep (:data:`FusedMasked`), or ``None``: the engine runs the
         normalised convolution as two plain blurs.

@@ -70,6 +70,17 @@ def map_layout(map_shape: tuple[int, ...], image_shape: tuple[int, ...], naxes: 
     )
 
 
+def traced_layout(shape: tuple[int, ...], image_shape: tuple[int, ...], naxes: int) -> str:
+    """What a traced sigma of ``shape`` holds (the JAX-native API takes any of these):
+    ``"isotropic"`` (a scalar, or one map for every axis), ``"values"`` (one sigma per
+    blurred axis) or ``"per-axis"`` (one map per axis, a trailing axis of ``naxes``)."""
+    if len(shape) == 0:
+        return "isotropic"
+    if tuple(shape) == (naxes,) and len(image_shape) != 1:
+        return "values"
+    return "per-axis" if map_layout(tuple(shape), image_shape, naxes) else "isotropic"
+
+
 def map_with_channel_axis(
     sigma: Any, image_shape: tuple[int, ...], naxes: int, channel: int
 ) -> Any:

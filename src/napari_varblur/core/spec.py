@@ -404,12 +404,8 @@ class BlurSpec:
         ``nan_policy="raise"``.  ``arr`` is a normalised image (NumPy, dask, or a JAX
         array for the JAX-native API, which also passes traced masks)."""
         shape = tuple(arr.shape)
-        channel, blurred = options["channel"], options["axes"]
-        if channel is not None and mask is not None:
-            mask = mask_with_channel_axis(mask, shape, channel)
-        valid = normalize_mask(mask, shape)
-        if channel is not None and (is_dask_array(sigma) or isinstance(sigma, np.ndarray)):
-            sigma = map_with_channel_axis(sigma, shape, len(blurred), channel)
+        blurred = options["axes"]
+        sigma, valid = normalize_map_and_mask(sigma, mask, shape, options)
         sig, smap, isotropic, sigma_max = normalize_sigma(sigma, shape, len(blurred),
                                                            options["radius"])  # fmt: skip
         modes, fill, trunc = options["modes"], options["cval"], options["truncate"]
@@ -433,6 +429,19 @@ class BlurSpec:
             mask=valid,
             nan_policy=options["nan_policy"],
         )
+
+
+def normalize_map_and_mask(sigma: object, mask: object, shape: tuple[int, ...], options: dict):
+    """A sigma map (NumPy, dask or JAX, traced too) given without the channel axis gets a
+    length-1 axis there; the mask likewise, then normalised (:func:`normalize_mask`).
+    Returns the sigma and the valid pixels."""
+    channel = options["channel"]
+    if channel is not None and mask is not None:
+        mask = mask_with_channel_axis(mask, shape, channel)
+    array = is_dask_array(sigma) or is_jax_array(sigma) or isinstance(sigma, np.ndarray)
+    if channel is not None and array:
+        sigma = map_with_channel_axis(sigma, shape, len(options["axes"]), channel)
+    return sigma, normalize_mask(mask, shape)
 
 
 def normalize_options(

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...core.levels import AxisLevels, bucket_range, level_weight, tolerance_levels, windows
 from ...core.rules import exponent_of
-from ...core.sigma import map_layout
+from ...core.sigma import traced_layout
 from ...core.spec import BlurSpec
 from ...core.taps import (
     from_working_layout,
@@ -54,11 +54,10 @@ def concrete_map(image: jax.Array, spec: BlurSpec) -> jax.Array:
 
 def _per_axis_sigma(sigma, image, k: int) -> list:
     """A traced sigma (scalar, one per axis, or a map) as one image-shaped array per axis."""
-    if sigma.ndim == 0:
-        return [jnp.broadcast_to(sigma, image.shape)] * k
-    if sigma.shape == (k,) and image.ndim != 1:
+    layout = traced_layout(sigma.shape, image.shape, k)
+    if layout == "values":
         return [jnp.broadcast_to(sigma[i], image.shape) for i in range(k)]
-    if map_layout(sigma.shape, image.shape, k):
+    if layout == "per-axis":
         return [jnp.broadcast_to(sigma[..., i], image.shape) for i in range(k)]
     return [jnp.broadcast_to(sigma, image.shape)] * k
 
@@ -91,15 +90,6 @@ def _run_varying(image, blurred, radius, exponent, cval, modes, layout):
     fills = tuple(jnp.asarray(m.fill(cval), image.dtype) for m in modes)
     out = varying_blur(work, radius, exponent, fills, layout)
     return from_working_layout(out, image.shape, blurred)
-
-
-def isotropic(sigma, image, k: int) -> bool:
-    """A traced sigma that is one map for every axis (not one value or map per axis)."""
-    if sigma.ndim == 0:
-        return True
-    if sigma.shape == (k,) and image.ndim != 1:
-        return False
-    return not map_layout(sigma.shape, image.shape, k)
 
 
 def concrete_levels(image: jax.Array, spec: BlurSpec, lv: AxisLevels) -> jax.Array:
