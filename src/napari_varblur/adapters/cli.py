@@ -6,14 +6,14 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
 from .. import backends
 from .._version import __version__
-from ..core.modes import MODE_ALIASES, MODE_NAMES
+from ..core.params import PARAMS, help_of
 from ..core.rules import CONTRACT_TOLERANCE
-from ..core.sigma import normalize_global_sigma
 from ..core.spec import (
     NAN_POLICIES,
     normalize_channel_axis,
@@ -21,7 +21,7 @@ from ..core.spec import (
 )
 from ..sample import fluorescence_sample
 from .numpy_api import gaussian_blur
-from .request import map_for_axes, marked_pixels, scale_map
+from .request import marked_pixels, sigma_argument
 
 
 def demo(size: int = 256, out=sys.stdout) -> int:
@@ -149,6 +149,45 @@ def _has_display() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
+#: ``varblur blur``'s options: flags, the parameter whose one-line help they show (or
+#: their own help, for options of the command alone) and argparse's keywords.
+BLUR_OPTIONS: tuple[tuple[tuple[str, ...], str, dict[str, Any]], ...] = (
+    (("--sigma",), "sigma", dict(type=float, nargs="+", required=True)),
+    (("--sigma-map",), "sigma_map", {}),
+    (("--mask",), "mask", dict(metavar="FILE")),
+    (
+        ("--invert-mask",),
+        "--mask marks the invalid pixels instead (non-zero = leave out)",
+        dict(action="store_true"),
+    ),
+    (("--nan-policy",), "nan_policy", dict(choices=NAN_POLICIES, default="propagate")),
+    (("--mode",), "mode", dict(default="crop")),
+    (("--cval",), "cval", dict(type=float, default=0.0)),
+    (("--truncate",), "truncate", dict(type=float, default=3.0)),
+    (("--axes",), "axes", dict(type=int, nargs="+")),
+    (("--channel-axis",), "channel_axis", {}),
+    (("--backend",), "backend", dict(default="auto")),
+    (("--precision",), "precision", dict(default="float32")),
+    (("--tolerance",), "tolerance", {}),
+    (("--world-units",), "world_units", dict(action="store_true")),
+    (
+        ("--dtype",),
+        "float: the precision's dtype; same: rounded and clipped to the input's",
+        dict(choices=["float", "same"], default="float"),
+    ),
+    (("--scheduler",), "address of a dask.distributed scheduler to run on", {}),
+    (("--overwrite",), "replace an existing OUTPUT", dict(action="store_true")),
+)
+#: What the command line adds to a parameter's help.
+_CLI_NOTES = {
+    "--mask": "; a file in any INPUT format",
+    "--axes": " (default: all)",
+    "--channel-axis": "; 'none' for no such axis (default: the samples axis of an RGB(A) "
+    "TIFF, else none)",
+    "--world-units": " (OME-TIFF/ImageJ pixel sizes)",
+}
+
+
 def _add_blur_parser(sub) -> None:
     p = sub.add_parser(
         "blur",
@@ -160,70 +199,9 @@ def _add_blur_parser(sub) -> None:
     )
     p.add_argument("input", help="input image: .tif/.tiff (OME-TIFF too), .zarr or .npy")
     p.add_argument("output", help="output image: .tif/.tiff, .zarr or .npy")
-    p.add_argument(
-        "--sigma",
-        type=float,
-        nargs="+",
-        required=True,
-        help="sigma: one value or one per blurred axis (multiplies --sigma-map)",
-    )
-    p.add_argument(
-        "--sigma-map",
-        help="per-pixel sigma image: the input's shape, or the blurred axes' in --axes order",
-    )
-    p.add_argument(
-        "--mask",
-        metavar="FILE",
-        help="blur over valid pixels only (a normalised convolution; the others are filled "
-        "from their valid neighbours): an image file in any INPUT format, of the input's "
-        "shape or the blurred axes' in --axes order; non-zero marks a valid pixel",
-    )
-    p.add_argument(
-        "--invert-mask",
-        action="store_true",
-        help="--mask marks the invalid pixels instead (non-zero = leave out)",
-    )
-    p.add_argument(
-        "--nan-policy",
-        choices=NAN_POLICIES,
-        default="propagate",
-        help="NaN and inf in the input: propagate (spread over their windows), "
-        "omit (left out like masked pixels) or raise (refuse them)",
-    )
-    p.add_argument(
-        "--mode",
-        default="crop",
-        help="edge mode: crop (window cut at the border, kernel renormalised), or scipy's "
-        + ", ".join(MODE_NAMES[1:] + tuple(MODE_ALIASES)),
-    )
-    p.add_argument("--cval", type=float, default=0.0, help="value outside in constant mode")
-    p.add_argument("--truncate", type=float, default=3.0, help="radius = ceil(truncate*sigma)")
-    p.add_argument("--axes", type=int, nargs="+", help="axes to blur (default: all)")
-    p.add_argument(
-        "--channel-axis",
-        help="axis of colour or other channels, never blurred; 'none' for no such axis "
-        "(default: the samples axis of an RGB(A) TIFF, else none)",
-    )
-    p.add_argument("--backend", default="auto", help="auto, numba, jax or reference")
-    p.add_argument("--precision", default="float32", help="float32 or float64")
-    p.add_argument(
-        "--tolerance",
-        help="sigma map only: allow each output to differ from the exact blur by at most "
-        "T times the value range (0 < T <= 0.1; e.g. 1e-3), for a much faster blur",
-    )
-    p.add_argument(
-        "--world-units",
-        action="store_true",
-        help="sigma in physical units (OME-TIFF/ImageJ pixel sizes)",
-    )
-    p.add_argument(
-        "--dtype",
-        choices=["float", "same"],
-        default="float",
-        help="float: the precision's dtype; same: rounded and clipped to the input's",
-    )
-    p.add_argument("--scheduler", help="address of a dask.distributed scheduler to run on")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+    for flags, text, keywords in BLUR_OPTIONS:
+        described = help_of(text) if text in PARAMS else text
+        p.add_argument(*flags, help=described + _CLI_NOTES.get(flags[0], ""), **keywords)
 
 
 def blur_command(args) -> int:
@@ -328,15 +306,14 @@ def _sigma_argument(args, shape: tuple[int, ...], scale, axes: tuple[int, ...]):
     from .io import ImageFileError
 
     given = args.sigma[0] if len(args.sigma) == 1 else args.sigma
-    sigma = np.asarray(normalize_global_sigma(given, len(axes)))
+    pixel_size = None
     if args.world_units:
         if scale is None:
             raise ImageFileError(f"{args.input!r} has no physical pixel sizes for --world-units")
-        sigma = sigma / np.asarray([scale[a] for a in axes])
-    if not args.sigma_map:
-        return tuple(float(v) for v in sigma)
-    values = _read_named(args.sigma_map, "--sigma-map")
-    return scale_map(map_for_axes(values, shape, axes, name="--sigma-map"), sigma)
+        pixel_size = [scale[a] for a in axes]
+    values = _read_named(args.sigma_map, "--sigma-map") if args.sigma_map else None
+    return sigma_argument(given, shape, axes, pixel_size=pixel_size, map_values=values,
+                          map_name="--sigma-map")  # fmt: skip
 
 
 def _mask_argument(args, shape: tuple[int, ...], axes: tuple[int, ...]):

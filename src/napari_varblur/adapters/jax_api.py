@@ -27,6 +27,7 @@ import numpy as np
 from ..backends.jax_xla import native
 from ..core.checks import ArgumentError, is_jax_array, is_traced
 from ..core.levels import MAX_LEVEL_RADIUS
+from ..core.params import fill_doc
 from ..core.sigma import traced_layout
 from ..core.spec import (
     BlurSpec,
@@ -41,6 +42,7 @@ from ..engine import masked, router
 __all__ = ["gaussian_blur"]
 
 
+@fill_doc
 def gaussian_blur(
     image: jax.Array,
     sigma: float | Sequence[float] | jax.Array | np.ndarray,
@@ -69,8 +71,16 @@ def gaussian_blur(
         one value per axis is broadcast over the image) and needs ``max_radius``; its
         radii follow the same float64 rule, exactly, also when x64 is off (XLA flushes
         subnormal values, below 1.2e-38 in float32, to 0: such a sigma acts as 0).
-    mode, cval, truncate, radius, axes
-        As in :func:`napari_varblur.gaussian_blur`.
+    mode
+        %(mode)s
+    cval
+        %(cval)s
+    truncate
+        %(truncate)s
+    radius
+        %(radius)s  With a traced sigma use ``max_radius``.
+    axes
+        %(axes)s
     max_radius
         Static largest radius (one int or one per blurred axis) for a traced sigma.
         Each pixel uses ``min(ceil(truncate * sigma), max_radius)``; values are not
@@ -90,8 +100,7 @@ def gaussian_blur(
         mask is a constant).  A traced mask is checked for dtype and shape only (any
         non-zero value is valid); ``nan_policy="raise"`` needs a concrete image.
     channel_axis
-        As in :func:`napari_varblur.gaussian_blur`: never blurred; a sigma map or mask
-        may omit it.
+        %(channel_axis)s
 
     Returns
     -------

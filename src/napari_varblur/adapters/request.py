@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..core.checks import ArgumentError
+from ..core.sigma import normalize_global_sigma
 
 
 def map_for_axes(
@@ -66,3 +67,24 @@ def marked_pixels(
         raise ArgumentError(f"{name}: holds NaN; mark pixels with 0 and non-zero values only")
     marked = values != 0
     return ~marked if invalid else marked
+
+
+def sigma_argument(
+    sigma: Any,
+    image_shape: tuple[int, ...],
+    axes: tuple[int, ...],
+    *,
+    pixel_size: Sequence[float] | None = None,
+    map_values: Any = None,
+    map_name: str = "sigma_map",
+) -> Any:
+    """The library's ``sigma`` from what a file or layer adapter took: ``sigma`` (one value
+    or one per blurred axis) in pixels, or in world units when ``pixel_size`` (one per
+    blurred axis) is given, times an optional map of the image's shape or the blurred
+    axes' (:func:`map_for_axes`; errors name ``map_name``)."""
+    factor = np.asarray(normalize_global_sigma(sigma, len(axes)))
+    if pixel_size is not None:
+        factor = factor / np.asarray(pixel_size, dtype=np.float64)
+    if map_values is None:
+        return tuple(float(f) for f in factor)
+    return scale_map(map_for_axes(map_values, image_shape, axes, map_name), factor)

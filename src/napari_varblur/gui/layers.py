@@ -18,8 +18,7 @@ from napari.layers import Image, Labels, Layer
 from .. import backends
 from .._version import __version__
 from ..adapters.numpy_api import gaussian_blur
-from ..adapters.request import map_for_axes, marked_pixels, scale_map
-from ..core.sigma import normalize_global_sigma
+from ..adapters.request import marked_pixels, sigma_argument
 from ..core.spec import BlurSpec, is_dask_array, normalize_axes
 from .schema import METADATA_KEY, layer_id, placement, upsert
 
@@ -82,18 +81,15 @@ class LayerBlur:
         blurred = blurred_axes(layer, axes)
         if not is_dask_array(image) and image.nbytes > LAZY_BYTES:
             image = _as_planes(image, blurred)
-        factor = np.asarray(normalize_global_sigma(sigma, len(blurred)))
-        if world_units:
-            factor = factor / _world_scale(layer, blurred)
-        map_name = None
-        if sigma_map is None:
-            sigma_arg: Any = tuple(float(f) for f in factor)
-        else:
+        pixel_size = _world_scale(layer, blurred) if world_units else None
+        map_name, where, values = None, "sigma_map", None
+        if sigma_map is not None:
             is_layer = isinstance(sigma_map, Layer)
             map_name = sigma_map.name if is_layer else "array"
-            where = f"sigma_map {map_name!r}" if is_layer else "sigma_map"  # names it in errors
-            values = map_for_axes(_map_values(sigma_map, level), image.shape, blurred, where)
-            sigma_arg = scale_map(values, factor)
+            where = f"sigma_map {map_name!r}" if is_layer else where  # names it in errors
+            values = _map_values(sigma_map, level)
+        sigma_arg = sigma_argument(sigma, image.shape, blurred, pixel_size=pixel_size,
+                                   map_values=values, map_name=where)  # fmt: skip
         mask_name, valid = _valid_pixels(mask, mask_marks, image.shape, blurred, level)
         options = dict(
             mode=mode,
