@@ -18,7 +18,7 @@ napari = pytest.importorskip("napari")
 from conftest import PLUGIN, dock  # noqa: E402
 from napari_varblur import fit as fit_module  # noqa: E402
 from napari_varblur.fit import SigmaFit  # noqa: E402
-from napari_varblur.gui import fit_widget, widgets  # noqa: E402
+from napari_varblur.gui import fit_widget, forms  # noqa: E402
 from napari_varblur.gui.schema import METADATA_KEY, SIGMA_MAP_ROLE, is_sigma_map  # noqa: E402
 from napari_varblur.sample import focus_pair_sample  # noqa: E402
 
@@ -237,7 +237,7 @@ def test_bad_input_shows_an_error_adds_no_layer_and_starts_no_worker(
     pair_layers(viewer)
     widget = dock(viewer, "Estimate sigma map")
     started = []
-    monkeypatch.setattr(widgets, "thread_worker", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(forms, "thread_worker", lambda *a, **k: started.append(a))
     if setup == "shapes differ":
         other = viewer.add_image(np.zeros((30, 48), np.float32), name="other")
         widget.reset_choices()

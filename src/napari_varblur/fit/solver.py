@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._steps import run_to_end
 from ..core.checks import ArgumentError
 from ..core.spec import normalize_axes, normalize_modes, normalize_nan_policy, normalize_truncate
 from .model import Model, control_basis, penalty
@@ -174,13 +175,9 @@ def fit_sigma_map(
         mask=mask, nan_policy=nan_policy, per_axis=per_axis, spacing=spacing,
         smoothness=smoothness, max_steps=max_steps, tol=tol, max_error=max_error,
     )  # fmt: skip
-    stop = None
-    while True:
-        try:
-            step, loss = steps.send(stop)
-        except StopIteration as done:
-            return done.value
-        stop = callback is not None and bool(callback(step, loss))
+    if callback is None:
+        return run_to_end(steps)
+    return run_to_end(steps, lambda step_loss: bool(callback(*step_loss)))
 
 
 # ---------------------------------------------------------------------------- fitting

@@ -30,7 +30,6 @@ from magicgui.widgets import (
     FloatSpinBox,
     LineEdit,
     SpinBox,
-    create_widget,
 )
 from napari.layers import Image, Labels, Layer
 
@@ -38,9 +37,9 @@ from .._version import __version__
 from ..adapters.request import marked_pixels
 from ..core.modes import MODE_NAMES
 from ..fit import SigmaFit, fit_sigma_map_steps
+from .forms import STATUS_TIP, Field, Threaded, axes_picker, build, layer_picker, mask_picker, plain
 from .layers import DIFFERENCE_COLORMAP, blurred_axes
 from .schema import METADATA_KEY, SIGMA_MAP_ROLE, find_tagged, layer_id, placement, upsert
-from .widgets import STATUS_TIP, Threaded, axes_field, compact_choices, mask_choices, mask_field
 
 if TYPE_CHECKING:
     import napari
@@ -53,6 +52,43 @@ RESIDUAL_ROLE = "fit-residual"
 NOT_OBSERVABLE_ROLE = "fit-not-observable"
 
 
+#: The fit form's fields, in order.
+FIT_FIELDS: tuple[Field, ...] = (
+    ("sharp", layer_picker(Image, "sharp"),
+     "the sharper image of the scene (e.g. in focus); it is left unchanged"),
+    ("blurred", layer_picker(Image, "blurred"),
+     "the blurrier image of the same scene, same shape and aligned pixel for pixel; the "
+     "results are named after it"),
+    ("mask", mask_picker,
+     "optional Labels or Image layer of the images' shape (or of the fitted axes'); only its "
+     "non-zero pixels are used in the fit"),
+    ("max_sigma", plain(FloatSpinBox, value=4.0, min=0.0, max=1000.0, step=0.5,
+                        label="max sigma"),
+     "the largest sigma the map may take (pixels); choose it above the largest blur you "
+     "expect; larger is slower"),
+    ("axes", axes_picker,
+     "which axes are blurred: each 2-D plane (all planes share one map), whole 3-D volumes, "
+     "or every axis"),
+    ("per_axis", plain(CheckBox, value=False, text="one map per axis"),
+     "fit a separate sigma for each blurred axis (blur that differs between Y and X); the "
+     "map layer gets one plane per axis"),
+    ("spacing", plain(FloatSpinBox, value=16.0, min=1.0, max=1e6, step=2.0,
+                      label="node spacing"),
+     "distance between the map's control points (pixels): the finest detail the map can "
+     "show; smaller is more detailed and noisier"),
+    ("smoothness", plain(LineEdit, value="1e-3", label="smoothness"),
+     "how strongly the map is kept smooth where the images say little (a number >= 0, e.g. "
+     "1e-3; 0: not at all)"),
+    ("mode", plain(ComboBox, choices=list(MODE_NAMES), value="crop", label="mode"), "mode"),
+    ("nan_policy", plain(ComboBox, choices=["raise", "omit"], value="raise",
+                         label="NaN policy"),
+     "raise: refuse images with NaN or inf in used pixels; omit: leave those pixels out of "
+     "the fit"),
+    ("max_steps", plain(SpinBox, value=150, min=1, max=100_000, label="max steps"),
+     "the fit stops after this many steps, or earlier once it has converged"),
+)  # fmt: skip
+
+
 class FitWidget(Threaded, Container):
     """Estimate the sigma map that blurs a sharp image layer into a blurred one."""
 
@@ -61,81 +97,7 @@ class FitWidget(Threaded, Container):
         self._viewer = viewer
         self._worker = None
         self.last_fit: SigmaFit | None = None
-        self.sharp = create_widget(
-            annotation=Image, label="sharp",
-            options={"tooltip": "the sharper image of the scene (e.g. in focus); it is left "
-                     "unchanged"},
-        )  # fmt: skip
-        self.blurred = create_widget(
-            annotation=Image, label="blurred",
-            options={"tooltip": "the blurrier image of the same scene, same shape and "
-                     "aligned pixel for pixel; the results are named after it"},
-        )  # fmt: skip
-        self.mask = mask_field(
-            self._mask_layers,
-            "optional Labels or Image layer of the images' shape (or of the fitted axes'); "
-            "only its non-zero pixels are used in the fit",
-        )
-        self.max_sigma = FloatSpinBox(
-            value=4.0, min=0.0, max=1000.0, step=0.5, label="max sigma",
-            tooltip="the largest sigma the map may take (pixels); choose it above the "
-            "largest blur you expect; larger is slower",
-        )  # fmt: skip
-        self.axes = axes_field(
-            "which axes are blurred: each 2-D plane (all planes share one map), whole 3-D "
-            "volumes, or every axis"
-        )
-        self.per_axis = CheckBox(
-            value=False, text="one map per axis",
-            tooltip="fit a separate sigma for each blurred axis (blur that differs between "
-            "Y and X); the map layer gets one plane per axis",
-        )  # fmt: skip
-        self.spacing = FloatSpinBox(
-            value=16.0, min=1.0, max=1e6, step=2.0, label="node spacing",
-            tooltip="distance between the map's control points (pixels): the finest detail "
-            "the map can show; smaller is more detailed and noisier",
-        )  # fmt: skip
-        self.smoothness = LineEdit(
-            value="1e-3", label="smoothness",
-            tooltip="how strongly the map is kept smooth where the images say little "
-            "(a number >= 0, e.g. 1e-3; 0: not at all)",
-        )  # fmt: skip
-        self.mode = ComboBox(
-            choices=list(MODE_NAMES), value="crop", label="mode",
-            tooltip="what the blur assumes beyond the image edge: crop uses only pixels "
-            "inside; reflect, mirror, nearest, wrap or constant (zero) pad it",
-        )  # fmt: skip
-        self.nan_policy = ComboBox(
-            choices=["raise", "omit"], value="raise", label="NaN policy",
-            tooltip="raise: refuse images with NaN or inf in used pixels; omit: leave those "
-            "pixels out of the fit",
-        )  # fmt: skip
-        self.max_steps = SpinBox(
-            value=150, min=1, max=100_000, label="max steps",
-            tooltip="the fit stops after this many steps, or earlier once it has converged",
-        )  # fmt: skip
-        self._make_run_controls("Estimate", "the fit")
-        self.extend(
-            [
-                self.sharp,
-                self.blurred,
-                self.mask,
-                self.max_sigma,
-                self.axes,
-                self.per_axis,
-                self.spacing,
-                self.smoothness,
-                self.mode,
-                self.nan_policy,
-                self.max_steps,
-                self.run_button,
-                self.cancel_button,
-                self.status,
-            ]
-        )
-        compact_choices(self)  # a long layer name must not widen the dock
-        self.run_button.changed.connect(self.run)
-        self.cancel_button.changed.connect(self.cancel)
+        self._assemble(build(self, FIT_FIELDS), "Estimate", "the fit")
 
     # -- choices
     def reset_choices(self, *args: Any) -> None:
@@ -156,9 +118,6 @@ class FitWidget(Threaded, Container):
             ):
                 self.blurred.value = layer
                 return
-
-    def _mask_layers(self, _widget=None) -> list[tuple[str, Any]]:
-        return mask_choices(self._viewer)
 
     # -- the run
     def arguments(self) -> dict[str, Any]:

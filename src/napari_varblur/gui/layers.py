@@ -16,6 +16,7 @@ import numpy as np
 from napari.layers import Image, Labels, Layer
 
 from .. import backends
+from .._steps import run_to_end
 from .._version import __version__
 from ..adapters.numpy_api import gaussian_blur
 from ..adapters.request import marked_pixels, sigma_argument
@@ -167,12 +168,7 @@ class LayerBlur:
 
     def compute(self) -> BlurResult:
         """Run to the end on this thread."""
-        gen = self.run()
-        while True:
-            try:
-                next(gen)
-            except StopIteration as stop:
-                return stop.value
+        return run_to_end(self.run())
 
     def python_call(self) -> str:
         s = self.settings

@@ -23,8 +23,17 @@ from magicgui.widgets import (
 from napari.layers import Image, Labels
 
 from .. import sigma_maps
+from .forms import (
+    STATUS_TIP,
+    Field,
+    build,
+    compact_choices,
+    parse_numbers,
+    plain,
+    show_failure,
+    wrapping,
+)
 from .schema import METADATA_KEY, SIGMA_MAP_ROLE
-from .widgets import STATUS_TIP, compact_choices, show_failure, wrapping
 
 if TYPE_CHECKING:
     import napari
@@ -51,21 +60,65 @@ WORLD_TIP = (
 )
 
 
-def _sigma_box(value: float, label: str, tooltip: str) -> FloatSpinBox:
-    return FloatSpinBox(value=value, min=0.0, max=1e6, step=0.5, label=label, tooltip=tooltip)
-
-
-def _numbers(text: str, what: str) -> list[float]:
-    parts = [p for p in str(text).replace(";", ",").split(",") if p.strip()]
-    try:
-        return [float(p) for p in parts]
-    except ValueError:
-        raise ValueError(f"{what}: could not read {text!r} as comma-separated numbers") from None
+def _sigma_box(value: float, label: str):
+    return plain(FloatSpinBox, value=value, min=0.0, max=1e6, step=0.5, label=label)
 
 
 def _table_value(rows: list[list[Any]]) -> dict[str, Any]:
     # magicgui's Table reads a dict as a table only with all three keys.
     return {"data": rows, "index": list(range(len(rows))), "columns": ["label", "sigma"]}
+
+
+def _source_picker(form, tip: str) -> ComboBox:
+    return ComboBox(choices=form._sources, nullable=False, label="source layer", tooltip=tip)
+
+
+def _label_table(form, tip: str) -> Table:
+    return Table(value=_table_value([[1, 2.0]]), label="label → sigma", tooltip=tip)
+
+
+#: The form's fields, in order (``FIELDS`` says which kinds show which).
+MAP_FIELDS: tuple[Field, ...] = (
+    ("kind", plain(ComboBox, choices=[(label, key) for key, label in KINDS.items()],
+                   value="labels", label="kind"),
+     "how the map is made: per label, by distance from focus, by distance from a centre, or "
+     "from an image's values"),
+    ("source", _source_picker,
+     "the layer the map is made for (its shape, scale and translate): Labels for 'labels', an "
+     "Image for 'from image', an Image or Labels otherwise"),
+    ("table", _label_table,
+     "one row per label: its sigma (pixels, or world units when ticked); double-click a cell "
+     "to edit it"),
+    ("fill_button", plain(PushButton, text="fill labels from layer"),
+     "list the source layer's labels (background 0 left out) in the table, each with the "
+     "default sigma"),
+    ("default", _sigma_box(0.0, "default sigma"),
+     "sigma of every label not in the table, background included"),
+    ("focus", plain(LineEdit, value="0", label="focus"),
+     "index of the sharp plane along the axis below (pixels; fractional allowed)"),
+    ("slope", _sigma_box(0.5, "slope"), "how much sigma grows per plane away from focus"),
+    ("sigma0", _sigma_box(0.0, "sigma in focus"), "sigma at the focal plane"),
+    ("axis", plain(SpinBox, value=0, min=-32, max=31, label="axis"),
+     "the axis along which focus changes (0: the first, e.g. Z; -1: the last)"),
+    ("center", plain(LineEdit, value="", label="centre"),
+     "the sharp point, one index per axis ('y, x'; pixels); empty: the image centre"),
+    ("sigma_center", _sigma_box(0.0, "sigma at centre"), "sigma at the centre"),
+    ("sigma_edge", _sigma_box(3.0, "sigma at edge"),
+     "sigma at 'radius' from the centre and beyond (grows with the distance squared)"),
+    ("radius", plain(FloatSpinBox, value=0.0, min=0.0, max=1e9, step=10.0, label="radius"),
+     "distance (pixels) at which the edge sigma is reached; 0: from the centre to the "
+     "farthest corner"),
+    ("lo", plain(FloatSpinBox, value=0.0, min=-1e12, max=1e12, label="low value"),
+     "image value that gets the low sigma (smaller values too); set from the layer's "
+     "contrast limits when it is chosen"),
+    ("hi", plain(FloatSpinBox, value=1.0, min=-1e12, max=1e12, label="high value"),
+     "image value that gets the high sigma (larger values too)"),
+    ("sigma_lo", _sigma_box(0.0, "sigma at low"), "sigma of the low value"),
+    ("sigma_hi", _sigma_box(3.0, "sigma at high"), "sigma of the high value"),
+    ("world_units", plain(CheckBox, value=False, text="sigmas in world units"), WORLD_TIP),
+    ("add_button", plain(PushButton, text="Add sigma map"),
+     "add the map as an Image layer over the source layer; the blur widget preselects it"),
+)  # fmt: skip
 
 
 class SigmaMapWidget(Container):
@@ -75,93 +128,9 @@ class SigmaMapWidget(Container):
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
         super().__init__(labels=True)
         self._viewer = viewer
-        self.kind = ComboBox(
-            choices=[(label, key) for key, label in KINDS.items()], value="labels", label="kind",
-            tooltip="how the map is made: per label, by distance from focus, by distance from "
-            "a centre, or from an image's values",
-        )  # fmt: skip
-        self.source = ComboBox(
-            choices=self._sources, nullable=False, label="source layer",
-            tooltip="the layer the map is made for (its shape, scale and translate): Labels "
-            "for 'labels', an Image for 'from image', an Image or Labels otherwise",
-        )  # fmt: skip
-        self.table = Table(
-            value=_table_value([[1, 2.0]]), label="label → sigma",
-            tooltip="one row per label: its sigma (pixels, or world units when ticked); "
-            "double-click a cell to edit it",
-        )  # fmt: skip
-        self.fill_button = PushButton(
-            text="fill labels from layer",
-            tooltip="list the source layer's labels (background 0 left out) in the table, "
-            "each with the default sigma",
-        )  # fmt: skip
-        self.default = _sigma_box(0.0, "default sigma", "sigma of every label not in the table, "
-                                  "background included")  # fmt: skip
-        self.focus = LineEdit(
-            value="0", label="focus",
-            tooltip="index of the sharp plane along the axis below (pixels; fractional allowed)",
-        )  # fmt: skip
-        self.slope = _sigma_box(0.5, "slope", "how much sigma grows per plane away from focus")
-        self.sigma0 = _sigma_box(0.0, "sigma in focus", "sigma at the focal plane")
-        self.axis = SpinBox(
-            value=0, min=-32, max=31, label="axis",
-            tooltip="the axis along which focus changes (0: the first, e.g. Z; -1: the last)",
-        )  # fmt: skip
-        self.center = LineEdit(
-            value="", label="centre",
-            tooltip="the sharp point, one index per axis ('y, x'; pixels); empty: the image "
-            "centre",
-        )  # fmt: skip
-        self.sigma_center = _sigma_box(0.0, "sigma at centre", "sigma at the centre")
-        self.sigma_edge = _sigma_box(3.0, "sigma at edge", "sigma at 'radius' from the centre "
-                                     "and beyond (grows with the distance squared)")  # fmt: skip
-        self.radius = FloatSpinBox(
-            value=0.0, min=0.0, max=1e9, step=10.0, label="radius",
-            tooltip="distance (pixels) at which the edge sigma is reached; 0: from the centre "
-            "to the farthest corner",
-        )  # fmt: skip
-        self.lo = FloatSpinBox(
-            value=0.0, min=-1e12, max=1e12, label="low value",
-            tooltip="image value that gets the low sigma (smaller values too); set from the "
-            "layer's contrast limits when it is chosen",
-        )  # fmt: skip
-        self.hi = FloatSpinBox(
-            value=1.0, min=-1e12, max=1e12, label="high value",
-            tooltip="image value that gets the high sigma (larger values too)",
-        )  # fmt: skip
-        self.sigma_lo = _sigma_box(0.0, "sigma at low", "sigma of the low value")
-        self.sigma_hi = _sigma_box(3.0, "sigma at high", "sigma of the high value")
-        self.world_units = CheckBox(value=False, text="sigmas in world units", tooltip=WORLD_TIP)
-        self.add_button = PushButton(
-            text="Add sigma map",
-            tooltip="add the map as an Image layer over the source layer; the blur widget "
-            "preselects it",
-        )  # fmt: skip
+        fields = build(self, MAP_FIELDS)
         self.status = wrapping(Label(value="", label="status", tooltip=STATUS_TIP))
-        self.extend(
-            [
-                self.kind,
-                self.source,
-                self.table,
-                self.fill_button,
-                self.default,
-                self.focus,
-                self.slope,
-                self.sigma0,
-                self.axis,
-                self.center,
-                self.sigma_center,
-                self.sigma_edge,
-                self.radius,
-                self.lo,
-                self.hi,
-                self.sigma_lo,
-                self.sigma_hi,
-                self.world_units,
-                self.add_button,
-                self.status,
-            ]
-        )
+        self.extend([*fields, self.status])
         compact_choices(self)  # a long layer name must not widen the dock
         self.table.native.setMinimumHeight(100)
         for box in (self.lo, self.hi):  # image values can be small (e.g. 0..1e-3)
@@ -260,7 +229,7 @@ class SigmaMapWidget(Container):
             params = {"sigmas": sigmas, "default": self.default.value / size}
             values = sigma_maps.from_labels(np.asarray(data), **params)
         elif kind == "defocus":
-            focus = _numbers(self.focus.value, "focus")
+            focus = parse_numbers(self.focus.value, "focus")
             if len(focus) != 1:
                 raise ValueError(f"focus: give one plane index, got {self.focus.value!r}")
             params = {
@@ -272,7 +241,7 @@ class SigmaMapWidget(Container):
             values = sigma_maps.defocus(data.shape, **params)
         elif kind == "radial":
             shape = data.shape
-            center = _numbers(self.center.value, "centre") or [(n - 1) / 2 for n in shape]
+            center = parse_numbers(self.center.value, "centre") or [(n - 1) / 2 for n in shape]
             radius = self.radius.value
             if radius == 0:  # the farthest corner
                 radius = float(np.sqrt(sum(max(c, n - 1 - c) ** 2 for c, n in zip(center, shape))))

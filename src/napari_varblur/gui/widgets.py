@@ -17,19 +17,27 @@ from magicgui.widgets import (
     FloatSpinBox,
     Label,
     LineEdit,
-    PushButton,
-    create_widget,
 )
-from napari.layers import Image, Labels
-from napari.qt.threading import thread_worker
-from napari.utils.notifications import show_error, show_info
-from qtpy.QtWidgets import QComboBox, QSizePolicy
+from napari.layers import Image
+from napari.utils.notifications import show_info
 
 from .. import backends
+from .._steps import map_steps
 from ..core.modes import MODE_ALIASES, MODE_NAMES
+from ..core.params import help_of
 from ..core.spec import NAN_POLICIES
+from .forms import (
+    Field,
+    Threaded,
+    axes_picker,
+    build,
+    layer_picker,
+    mask_picker,
+    parse_sigma,
+    plain,
+    wrapping,
+)
 from .layers import (
-    AXES_CHOICES,
     MASK_MARKS,
     LayerBlur,
     difference_stats,
@@ -44,46 +52,6 @@ if TYPE_CHECKING:
 #: The accuracy choices: the exact contract, or a tolerance (fraction of the range).
 ACCURACY = {"exact": None, "1e-3": 1e-3, "1e-4": 1e-4}
 
-#: What the status line says when hovered (an error's full text replaces it).
-STATUS_TIP = "what the last run did; errors also appear as a napari notification"
-#: The most characters of an error the status line shows (a few wrapped lines; the dock
-#: does not grow taller for a long error).  The full text is in its tooltip and in the
-#: notification.
-STATUS_CHARS = 100
-
-
-def wrapping(label: Label) -> Label:
-    """Let ``label`` wrap its text and never widen the dock: its width comes from the
-    dock, not from its text (a long word is cut off; the full text is in the tooltip)."""
-    native = label.native
-    native.setWordWrap(True)
-    native.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-    native.setMinimumWidth(0)
-    return label
-
-
-def shorten(text: str, limit: int = STATUS_CHARS) -> str:
-    """``text``, or its first ``limit`` characters cut at a space and marked '…'."""
-    if len(text) <= limit:
-        return text
-    cut = text[:limit]
-    space = cut.rfind(" ")
-    return (cut[:space] if space > limit // 2 else cut).rstrip() + " … (hover for all)"
-
-
-def parse_sigma(text: str) -> float | tuple[float, ...]:
-    """``"2"`` -> 2.0, ``"1, 2.5"`` -> (1.0, 2.5); a clear error for anything else."""
-    parts = [p for p in str(text).replace(";", ",").split(",") if p.strip()]
-    try:
-        values = [float(p) for p in parts]
-    except ValueError:
-        values = []
-    if not values:
-        raise ValueError(
-            f"sigma: could not read {text!r} as a number or as comma-separated numbers"
-        )
-    return values[0] if len(values) == 1 else tuple(values)
-
 
 def backend_choices() -> list[tuple[str, str]]:
     """(label, name) pairs; labels show the device each backend would use."""
@@ -96,103 +64,28 @@ def backend_choices() -> list[tuple[str, str]]:
     return choices
 
 
-class Threaded:
-    """The threaded run every dock widget shares: one worker at a time, progress in the
-    activity dock and the status line, Cancel between pieces, errors shown (never
-    raised into Qt's event loop).  Subclasses set ``_worker = None`` and have
-    ``status``, ``run_button`` and ``cancel_button``."""
-
-    _worker = None
-
-    def _make_run_controls(self, text: str, what: str) -> None:
-        """The run button, Cancel and the status line (to be added to the form)."""
-        self.run_button = PushButton(text=text, tooltip=f"start {what}; it runs in the background")
-        self.cancel_button = PushButton(
-            text="Cancel", enabled=False, tooltip=f"stop {what}; no layer is changed"
-        )
-        self.status = wrapping(Label(value="", label="status", tooltip=STATUS_TIP))
-
-    def fail(self, message: str) -> None:
-        """Show an error: a napari notification with the full text, and a short status
-        line that wraps and keeps the dock's size (its tooltip holds the full text)."""
-        show_failure(self.status, message)
-
-    @property
-    def busy(self) -> bool:
-        return self._worker is not None
-
-    def cancel(self, _value=None) -> None:
-        if self._worker is not None:
-            self._worker.quit()
-            self.status.value = "cancelling..."
-
-    def _start(self, work, total: int, on_done, *, desc: str = "VarBlur", progress=None,
-               starting: str = "running...") -> None:  # fmt: skip
-        """Run ``work`` (a generator function) in napari's ``thread_worker``; each value
-        it yields becomes the status ``progress(value)`` (default: "k/total done")."""
-        progress = progress or (lambda done: f"{done}/{total} done")
-        # The widget reports the worker's errors itself (ignore_errors: napari would
-        # otherwise re-raise them into the Qt event loop, where no user sees them).
-        worker = thread_worker(work, progress={"total": total, "desc": desc}, ignore_errors=True)()
-        worker.yielded.connect(lambda value: setattr(self.status, "value", progress(value)))
-        worker.returned.connect(lambda value: self._deliver(on_done, value))
-        worker.errored.connect(lambda err: self.fail(str(err)))
-        worker.aborted.connect(lambda: setattr(self.status, "value", "cancelled"))
-        worker.finished.connect(self._finished)
-        self._worker = worker
-        self.run_button.enabled = False
-        self.cancel_button.enabled = True
-        self.status.value = starting
-        self.status.tooltip = STATUS_TIP
-        worker.start()
-
-    def _deliver(self, on_done, value) -> None:
-        """Run ``on_done`` on the GUI thread; an error there becomes a shown error
-        (a Qt slot would only print it to the console)."""
-        try:
-            on_done(value)
-        except Exception as err:  # any failure must reach the user, not the console
-            self.fail(f"could not show the result: {err}")
-
-    def _finished(self) -> None:
-        self._worker = None
-        self.run_button.enabled = True
-        self.cancel_button.enabled = False
-
-
-def compact_choices(container: Container) -> None:
-    """Let the drop-downs shrink below their longest item (a long layer name)."""
-    for field in container:
-        if isinstance(field.native, QComboBox):
-            field.native.setSizeAdjustPolicy(
-                QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-            )
-            field.native.setMinimumContentsLength(12)
-
-
-def mask_field(choices, tooltip: str) -> ComboBox:
-    """An optional mask layer: Labels or Image (magicgui has no widget for a union of
-    layer types, hence a ComboBox over ``choices``)."""
-    return ComboBox(choices=choices, nullable=True, value=None, label="mask", tooltip=tooltip)
-
-
-def axes_field(tooltip: str) -> ComboBox:
-    """Which axes are blurred (see ``AXES_CHOICES``): 2-D planes by default."""
-    return ComboBox(choices=[(label, key) for key, label in AXES_CHOICES.items()], value="2d",
-                    label="axes", tooltip=tooltip)  # fmt: skip
-
-
-def mask_choices(viewer) -> list[tuple[str, Any]]:
-    """The viewer's Labels and Image layers, as a mask field's choices."""
-    layers = viewer.layers if viewer is not None else []
-    return [(lyr.name, lyr) for lyr in layers if isinstance(lyr, (Labels, Image))]
-
-
-def show_failure(status: Label, message: str) -> None:
-    """A napari notification with the full text, and a short wrapping status line."""
-    status.value = shorten(f"error: {message}")
-    status.tooltip = f"error: {message}"
-    show_error(f"VarBlur: {message}")
+#: The blur form's fields, in order (the widgets' own fields go before ``mode``).
+BLUR_FIELDS: tuple[Field, ...] = (
+    ("image", layer_picker(Image, "image"), "image"),
+    ("sigma_map", layer_picker(Image | None, "sigma map"), "sigma_map"),
+    ("sigma", plain(LineEdit, value="2.0", label="sigma (× map)"), "sigma"),
+    ("world_units", plain(CheckBox, value=False, text="sigma in world units"), "world_units"),
+    ("axes", axes_picker, "axes"),
+    ("mask", mask_picker, "mask"),
+    ("mask_marks", plain(ComboBox, choices=[(label, key) for key, label in MASK_MARKS.items()],
+                         value="valid", label="mask marks"), "mask_marks"),
+    ("nan_policy", plain(ComboBox, choices=list(NAN_POLICIES), value="propagate",
+                         label="NaN policy"), "nan_policy"),
+    ("mode", plain(ComboBox, choices=list(MODE_NAMES) + list(MODE_ALIASES), value="crop",
+                   label="mode"), "mode"),
+    ("cval", plain(FloatSpinBox, value=0.0, min=-1e12, max=1e12, label="cval"), "cval"),
+    ("truncate", plain(FloatSpinBox, value=3.0, min=0.1, max=50.0, step=0.5,
+                       label="truncate"), "truncate"),
+    ("precision", plain(ComboBox, choices=["float32", "float64"], value="float32",
+                        label="precision"), "precision"),
+    ("accuracy", plain(ComboBox, choices=list(ACCURACY), value="exact", label="accuracy"),
+     "tolerance"),
+)  # fmt: skip
 
 
 class _BlurForm(Threaded, Container):
@@ -205,93 +98,9 @@ class _BlurForm(Threaded, Container):
         self._viewer = viewer
         self._worker = None
         self._known_maps: set[int] = set()  # ids of the tagged sigma maps seen so far
-        self.image = create_widget(
-            annotation=Image, label="image",
-            options={"tooltip": "the image layer to blur; it is left unchanged"},
-        )  # fmt: skip
-        self.sigma_map = create_widget(
-            annotation=Image | None, label="sigma map",
-            options={"tooltip": "optional layer giving each pixel its own sigma (times the "
-                     "sigma below); None blurs every pixel with the same sigma"},
-        )  # fmt: skip
-        self.mask = mask_field(
-            self._mask_layers,
-            "optional Labels or Image layer of the image's shape (or of the blurred axes'); "
-            "its non-zero pixels are marked",
-        )
-        self.mask_marks = ComboBox(
-            choices=[(label, key) for key, label in MASK_MARKS.items()], value="valid",
-            label="mask marks",
-            tooltip="valid: blur over the marked pixels only; invalid: leave the marked "
-            "pixels out (they are filled from their valid neighbours)",
-        )  # fmt: skip
-        self.nan_policy = ComboBox(
-            choices=list(NAN_POLICIES), value="propagate", label="NaN policy",
-            tooltip="propagate: NaN and inf spread over their windows; omit: left out like "
-            "masked pixels; raise: refuse an image with NaN or inf in valid pixels",
-        )  # fmt: skip
-        self.sigma = LineEdit(
-            value="2.0", label="sigma (× map)",
-            tooltip="blur width in pixels (one number, or one per axis: '1, 2'); with a "
-            "sigma map, each pixel's map value is multiplied by it",
-        )  # fmt: skip
-        self.world_units = CheckBox(
-            value=False, text="sigma in world units",
-            tooltip="read sigma in the layer's units (its scale, e.g. µm) instead of pixels",
-        )  # fmt: skip
-        self.axes = axes_field(
-            "which axes are blurred: each 2-D plane on its own, whole 3-D volumes, or every "
-            "axis; the other axes (time, channels) are not blurred"
-        )
-        self.mode = ComboBox(
-            choices=list(MODE_NAMES) + list(MODE_ALIASES), value="crop", label="mode",
-            tooltip="what lies beyond the image edge: crop uses only pixels inside (no "
-            "darkened border); reflect, mirror, nearest, wrap or constant (cval) pad it",
-        )  # fmt: skip
-        self.cval = FloatSpinBox(
-            value=0.0, min=-1e12, max=1e12, label="cval",
-            tooltip="the value assumed outside the image in 'constant' mode (ignored otherwise)",
-        )  # fmt: skip
-        self.truncate = FloatSpinBox(
-            value=3.0, min=0.1, max=50.0, step=0.5, label="truncate",
-            tooltip="how far the blur reaches, in sigmas (3: radius 3 × sigma); larger is a "
-            "little more exact and slower",
-        )  # fmt: skip
-        self.precision = ComboBox(
-            choices=["float32", "float64"], value="float32", label="precision",
-            tooltip="number type of the computation and result: float32 is faster and "
-            "smaller, float64 more exact",
-        )  # fmt: skip
-        self.accuracy = ComboBox(
-            choices=list(ACCURACY), value="exact", label="accuracy",
-            tooltip="sigma maps only: exact, or within 1e-3 / 1e-4 of the value range "
-            "(mixes a few global blurs per pixel; much faster on smooth maps)",
-        )  # fmt: skip
-        self._make_run_controls(self.run_text, "the job")
-        self.extend(
-            [
-                self.image,
-                self.sigma_map,
-                self.sigma,
-                self.world_units,
-                self.axes,
-                self.mask,
-                self.mask_marks,
-                self.nan_policy,
-                *extra,
-                self.mode,
-                self.cval,
-                self.truncate,
-                self.precision,
-                self.accuracy,
-                self.run_button,
-                self.cancel_button,
-                self.status,
-            ]
-        )
-        compact_choices(self)  # a long layer name must not widen the dock
-        self.run_button.changed.connect(self.run)
-        self.cancel_button.changed.connect(self.cancel)
+        fields = build(self, BLUR_FIELDS)
+        at = [name for name, _, _ in BLUR_FIELDS].index("mode")  # extras before the advanced
+        self._assemble(fields[:at] + extra + fields[at:], self.run_text, "the job")
         self.image.changed.connect(lambda _value: self._preselect_map(image_changed=True))
 
     def reset_choices(self, *args: Any) -> None:
@@ -318,9 +127,6 @@ class _BlurForm(Threaded, Container):
         if current is not None and not new and image is not None and map_fits(current, image):
             return
         self.sigma_map.value = fitting_sigma_map(layers, image)
-
-    def _mask_layers(self, _widget=None) -> list[tuple[str, Any]]:
-        return mask_choices(self._viewer)
 
     # -- helpers for subclasses
     def request(self, backend: str) -> LayerBlur:
@@ -351,11 +157,8 @@ class BlurWidget(_BlurForm):
     run_text = "Blur"
 
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
-        self.backend = ComboBox(
-            choices=backend_choices(), value="auto", label="backend",
-            tooltip="the engine that computes the blur (and the device it uses); auto: JAX "
-            "on a GPU, else Numba",
-        )  # fmt: skip
+        self.backend = ComboBox(choices=backend_choices(), value="auto", label="backend",
+                                tooltip=help_of("backend"))  # fmt: skip
         self.difference = CheckBox(
             value=False, text="add difference layer",
             tooltip="also add 'input minus result' as a layer below the result (hide the "
@@ -463,10 +266,4 @@ class CompareWidget(_BlurForm):
 def _progress_of(request: LayerBlur, offset_pieces: int):
     """Drive ``request.run()``, re-yielding progress counted across several runs."""
     pieces = len(request.batch_chunks)
-    gen = request.run()
-    while True:
-        try:
-            done = next(gen)
-        except StopIteration as stop:
-            return stop.value
-        yield offset_pieces * pieces + done
+    return (yield from map_steps(request.run(), lambda done: offset_pieces * pieces + done))

@@ -1,0 +1,203 @@
+"""What the four dock widgets share: forms built from tables of fields (each field's
+tooltip is a parameter's one-line help from :mod:`napari_varblur.core.params`, or its own
+text), the threaded run with progress and Cancel, the status line, and the number
+parser their text fields use."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from magicgui.widgets import ComboBox, Container, Label, PushButton, Widget, create_widget
+from napari.layers import Image, Labels
+from napari.qt.threading import thread_worker
+from napari.utils.notifications import show_error
+from qtpy.QtWidgets import QComboBox, QSizePolicy
+
+from ..core.checks import ArgumentError
+from ..core.params import PARAMS, help_of
+from .layers import AXES_CHOICES
+
+#: A form's field: the attribute it is stored as, how to make it (given the form and its
+#: tooltip) and its tooltip: a parameter's name in ``core.params``, or the text itself.
+Field = tuple[str, Callable[[Any, str], Widget], str]
+
+
+def build(form: Container, fields: Sequence[Field]) -> list[Widget]:
+    """Make each field, store it on ``form`` under its name and return them in order."""
+    made = []
+    for name, make, tip in fields:
+        widget = make(form, help_of(tip) if tip in PARAMS else tip)
+        setattr(form, name, widget)
+        made.append(widget)
+    return made
+
+
+def plain(cls, **options) -> Callable[[Any, str], Widget]:
+    """A field of magicgui class ``cls`` with these options."""
+    return lambda form, tip: cls(tooltip=tip, **options)
+
+
+def layer_picker(annotation, label: str) -> Callable[[Any, str], Widget]:
+    """A layer chooser (magicgui's widget for a layer annotation, ``Image | None`` too)."""
+    return lambda form, tip: create_widget(annotation=annotation, label=label,
+                                           options={"tooltip": tip})  # fmt: skip
+
+
+def mask_picker(form, tip: str) -> ComboBox:
+    """An optional mask layer: Labels or Image (magicgui has no widget for a union of
+    layer types, hence a ComboBox over the viewer's layers)."""
+    return ComboBox(choices=lambda _widget=None: mask_choices(form._viewer), nullable=True,
+                    value=None, label="mask", tooltip=tip)  # fmt: skip
+
+
+def axes_picker(form, tip: str) -> ComboBox:
+    """Which axes are blurred (see ``AXES_CHOICES``): 2-D planes by default."""
+    return ComboBox(choices=[(label, key) for key, label in AXES_CHOICES.items()], value="2d",
+                    label="axes", tooltip=tip)  # fmt: skip
+
+
+def mask_choices(viewer) -> list[tuple[str, Any]]:
+    """The viewer's Labels and Image layers, as a mask field's choices."""
+    layers = viewer.layers if viewer is not None else []
+    return [(lyr.name, lyr) for lyr in layers if isinstance(lyr, (Labels, Image))]
+
+
+def parse_numbers(text: str, name: str) -> list[float]:
+    """``"2"`` -> [2.0], ``"1, 2.5"`` -> [1.0, 2.5] (``;`` also separates); an error
+    naming ``name`` for anything else.  Empty text gives []."""
+    parts = [p for p in str(text).replace(";", ",").split(",") if p.strip()]
+    try:
+        return [float(p) for p in parts]
+    except ValueError:
+        raise ArgumentError(f"{name}: could not read {text!r} as comma-separated numbers") from None
+
+
+def parse_sigma(text: str) -> float | tuple[float, ...]:
+    """``"2"`` -> 2.0, ``"1, 2.5"`` -> (1.0, 2.5); a clear error for anything else."""
+    try:
+        values = parse_numbers(text, "sigma")
+    except ArgumentError:
+        values = []
+    if not values:
+        raise ArgumentError(
+            f"sigma: could not read {text!r} as a number or as comma-separated numbers"
+        )
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+#: What the status line says when hovered (an error's full text replaces it).
+STATUS_TIP = "what the last run did; errors also appear as a napari notification"
+#: The most characters of an error the status line shows (a few wrapped lines; the dock
+#: does not grow taller for a long error).  The full text is in its tooltip and in the
+#: notification.
+STATUS_CHARS = 100
+
+
+def wrapping(label: Label) -> Label:
+    """Let ``label`` wrap its text and never widen the dock: its width comes from the
+    dock, not from its text (a long word is cut off; the full text is in the tooltip)."""
+    native = label.native
+    native.setWordWrap(True)
+    native.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+    native.setMinimumWidth(0)
+    return label
+
+
+def shorten(text: str, limit: int = STATUS_CHARS) -> str:
+    """``text``, or its first ``limit`` characters cut at a space and marked '…'."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip() + " … (hover for all)"
+
+
+class Threaded:
+    """The threaded run every dock widget shares: one worker at a time, progress in the
+    activity dock and the status line, Cancel between pieces, errors shown (never
+    raised into Qt's event loop).  Subclasses set ``_worker = None`` and have
+    ``status``, ``run_button`` and ``cancel_button``."""
+
+    _worker = None
+
+    def _make_run_controls(self, text: str, what: str) -> None:
+        """The run button, Cancel and the status line (to be added to the form)."""
+        self.run_button = PushButton(text=text, tooltip=f"start {what}; it runs in the background")
+        self.cancel_button = PushButton(
+            text="Cancel", enabled=False, tooltip=f"stop {what}; no layer is changed"
+        )
+        self.status = wrapping(Label(value="", label="status", tooltip=STATUS_TIP))
+
+    def _assemble(self, fields: list, text: str, what: str) -> None:
+        """Add ``fields``, then the run button, Cancel and the status line; wire the two
+        buttons to ``self.run`` and ``self.cancel``."""
+        self._make_run_controls(text, what)
+        self.extend([*fields, self.run_button, self.cancel_button, self.status])
+        compact_choices(self)  # a long layer name must not widen the dock
+        self.run_button.changed.connect(self.run)
+        self.cancel_button.changed.connect(self.cancel)
+
+    def fail(self, message: str) -> None:
+        """Show an error: a napari notification with the full text, and a short status
+        line that wraps and keeps the dock's size (its tooltip holds the full text)."""
+        show_failure(self.status, message)
+
+    @property
+    def busy(self) -> bool:
+        return self._worker is not None
+
+    def cancel(self, _value=None) -> None:
+        if self._worker is not None:
+            self._worker.quit()
+            self.status.value = "cancelling..."
+
+    def _start(self, work, total: int, on_done, *, desc: str = "VarBlur", progress=None,
+               starting: str = "running...") -> None:  # fmt: skip
+        """Run ``work`` (a generator function) in napari's ``thread_worker``; each value
+        it yields becomes the status ``progress(value)`` (default: "k/total done")."""
+        progress = progress or (lambda done: f"{done}/{total} done")
+        # The widget reports the worker's errors itself (ignore_errors: napari would
+        # otherwise re-raise them into the Qt event loop, where no user sees them).
+        worker = thread_worker(work, progress={"total": total, "desc": desc}, ignore_errors=True)()
+        worker.yielded.connect(lambda value: setattr(self.status, "value", progress(value)))
+        worker.returned.connect(lambda value: self._deliver(on_done, value))
+        worker.errored.connect(lambda err: self.fail(str(err)))
+        worker.aborted.connect(lambda: setattr(self.status, "value", "cancelled"))
+        worker.finished.connect(self._finished)
+        self._worker = worker
+        self.run_button.enabled = False
+        self.cancel_button.enabled = True
+        self.status.value = starting
+        self.status.tooltip = STATUS_TIP
+        worker.start()
+
+    def _deliver(self, on_done, value) -> None:
+        """Run ``on_done`` on the GUI thread; an error there becomes a shown error
+        (a Qt slot would only print it to the console)."""
+        try:
+            on_done(value)
+        except Exception as err:  # any failure must reach the user, not the console
+            self.fail(f"could not show the result: {err}")
+
+    def _finished(self) -> None:
+        self._worker = None
+        self.run_button.enabled = True
+        self.cancel_button.enabled = False
+
+
+def compact_choices(container: Container) -> None:
+    """Let the drop-downs shrink below their longest item (a long layer name)."""
+    for field in container:
+        if isinstance(field.native, QComboBox):
+            field.native.setSizeAdjustPolicy(
+                QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+            )
+            field.native.setMinimumContentsLength(12)
+
+
+def show_failure(status: Label, message: str) -> None:
+    """A napari notification with the full text, and a short wrapping status line."""
+    status.value = shorten(f"error: {message}")
+    status.tooltip = f"error: {message}"
+    show_error(f"VarBlur: {message}")
