@@ -36,9 +36,11 @@ def _sigmas(sigma, shape: tuple[int, ...], axes: tuple[int, ...]) -> np.ndarray:
 
 
 def normalised_blur(image, sigma, *, mask=None, omit=False, mode="crop", cval=0.0,
-                    truncate=3.0, axes=None):  # fmt: skip
+                    truncate=3.0, axes=None, floor=0.0):  # fmt: skip
     """The float64 normalised convolution (see the module docstring); one mode for all
-    blurred axes.  ``omit`` leaves out non-finite pixels (and a non-finite ``cval``)."""
+    blurred axes.  ``omit`` leaves out non-finite pixels (and a non-finite ``cval``).
+    A pixel whose valid share of its kernel (the valid weights over all of the kernel's
+    taps: the in-bounds ones in crop mode) is below ``floor`` is NaN."""
     x = np.asarray(image, dtype=np.float64)
     shape = x.shape
     axes = tuple(range(x.ndim)) if axes is None else tuple(a % x.ndim for a in axes)
@@ -51,6 +53,7 @@ def normalised_blur(image, sigma, *, mask=None, omit=False, mode="crop", cval=0.
     fill_valid = mode == "constant" and not (omit and not math.isfinite(cval))
     ext = np.pad(np.where(valid, x, 0.0), [(0, 1)] * x.ndim, constant_values=cval)
     ext_valid = np.pad(valid, [(0, 1)] * x.ndim, constant_values=fill_valid)
+    ext_kernel = np.pad(np.ones(shape, bool), [(0, 1)] * x.ndim, constant_values=mode != "crop")
     sources = {a: _sources(shape[a], reach, mode) for a in axes}
     out = np.empty(shape)
     for p in np.ndindex(shape):
@@ -73,5 +76,6 @@ def normalised_blur(image, sigma, *, mask=None, omit=False, mode="crop", cval=0.
         with np.errstate(invalid="ignore"):
             num = np.sum(np.where(counted, w * ext[block], 0.0))
             den = np.sum(np.where(counted, w, 0.0))
-            out[p] = num / den if den > 0 else np.nan
+            full = np.sum(np.where(ext_kernel[block], w, 0.0))
+            out[p] = num / den if den > 0 and den >= floor * full else np.nan
     return out

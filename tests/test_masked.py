@@ -29,9 +29,10 @@ def dead_and_region(shape, rng, nan=True):
 
 
 def random_map(shape, rng):
-    """Sigmas in [0.1, 2.5] and some exact zeros (below ~0.076 a neighbour's weight
-    underflows in float32: a masked pixel there has no valid tap left, and the
-    contract lets backends differ)."""
+    """Sigmas in [0.1, 2.5] and some exact zeros.  (Below ~0.12 a masked pixel reached
+    only diagonally has a valid share under the contract's float32 floor, so it is NaN;
+    the oracle here has no floor and these seeds hold no such pixel:
+    test_underflow_rule.py checks that rule.)"""
     sigma = rng.uniform(0.1, 2.5, shape)
     sigma[rng.random(shape) < 0.1] = 0.0
     return sigma

@@ -50,9 +50,10 @@ def make_map(rng, shape, naxes: int | None = None, floor: float = 0.0, top: floa
     per axis (a trailing axis of ``naxes``) when ``naxes`` is given.
 
     ``floor`` > 0 keeps away from sigmas whose off-centre weights underflow: the
-    contract leaves ``0 * inf`` (NaN or inf) and underflowing valid taps of a masked
-    pixel to each backend, so images with inf, NaN fills and masks use ``floor=0.2``
-    (every weight >= exp(-18) per axis: ceil(3 s) / s <= 6 for s >= 0.2)."""
+    contract leaves ``0 * inf`` (NaN or inf) to each backend, and a masked pixel whose
+    valid share is that small is NaN (test_underflow_rule.py), so images with inf, NaN
+    fills and masks use ``floor=0.2`` (every weight >= exp(-18) per axis:
+    ceil(3 s) / s <= 6 for s >= 0.2)."""
     full = shape if naxes is None else shape + (naxes,)
     sigma = rng.uniform(floor, top, full)
     sigma[rng.random(full) < 0.15] = 0.0

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from .rules import share_floor
+
 
 def valid_pixels(image: Any, mask: Any, omit: bool, xp=np) -> Any:
     """Where the image counts: ``mask`` (None: everywhere), and finite where ``omit``.
@@ -32,11 +34,16 @@ def numerator(image: Any, valid: Any, dtype, xp=np) -> Any:
 
 
 def ratio(num: Any, den: Any, xp=np) -> Any:
-    """The normalised value; 0/0 (no valid tap) is NaN.  In JAX the division is
-    guarded, so a pixel without a valid tap has a zero gradient, not 0 * inf = NaN
-    (which would poison every gradient of a loss that skips it)."""
+    """The normalised value ``num / den``; NaN where ``den``, the blurred validity (the
+    valid share of each pixel's kernel), is below the contract's floor (0: no valid
+    tap; see :data:`~napari_varblur.core.rules.SHARE_FLOOR`).  In JAX the division is
+    guarded, so such a pixel has a zero gradient, not 0 * inf = NaN (which would poison
+    every gradient of a loss that skips it)."""
+    floor = share_floor(den.dtype)
     if xp is np:
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.divide(num, den, out=num)
-    some = den > 0
+            out = np.divide(num, den, out=num)
+        out[np.broadcast_to(den < floor, out.shape)] = np.nan
+        return out
+    some = den >= floor
     return xp.where(some, num / xp.where(some, den, 1), xp.nan)

@@ -58,3 +58,19 @@ def _exponent(s, xp):
 #: ``max(1, max|image|)`` (``docs/contract.md``, "Tolerances"): the CLI's demo, the tests
 #: and the benchmarks all check against these.
 CONTRACT_TOLERANCE = {"float32": 1e-5, "float64": 1e-12}
+
+#: The smallest valid share of a pixel's kernel that a masked blur fills from
+#: (``docs/contract.md``, "Masks and NaN"): below it the pixel is NaN, as if no tap were
+#: valid.  Such a share rests on weights near the working precision's underflow
+#: (``2^-126`` in float32, ``2^-1022`` in float64), which backends drop, keep as
+#: subnormals or sum in float64; the margin (2^26 and 2^222) keeps what they differ by
+#: within the tolerances above for any pixel they fill.
+SHARE_FLOOR = {"float32": 2.0**-100, "float64": 2.0**-800}
+
+
+def share_floor(dtype) -> float:
+    """:data:`SHARE_FLOOR` of a working precision (NumPy or JAX dtype).  Another float
+    dtype (the JAX-native API keeps float16, outside the contract's tolerances) gets
+    its smallest normal number: a share below that is no value."""
+    name = np.dtype(dtype).name
+    return SHARE_FLOOR[name] if name in SHARE_FLOOR else float(np.finfo(dtype).tiny)

@@ -90,6 +90,36 @@ def _sign_of_sum(terms):
 RESTART = 4
 
 
+#: Loops over more offsets than this are summed with compensation (x64 is off, so
+#: float32 has no wider accumulator): a plain float32 running sum drifts with the
+#: loop's length, 1.2e-5 of the values over the ~4000 offsets of sigma 1000-1300 (the
+#: contract allows 1e-5; Numba, with float64 accumulators, 0.5e-5).  Shorter loops
+#: (sigma up to ~85 at truncate 3; at most 0.2e-5 there) keep the plain sum.
+COMPENSATE_AFTER = 256
+
+
+def running_sum(value, compensated: bool):
+    """A running sum that starts at ``value``: the array itself, or with ``compensated``
+    a (sum, compensation) pair for :func:`add`."""
+    return (value, jnp.zeros_like(value)) if compensated else value
+
+
+def add(total, term):
+    """``total + term`` for a :func:`running_sum`; Kahan's step for a pair (``c`` holds
+    the rounding error of the last addition, taken off the next term)."""
+    if not isinstance(total, tuple):
+        return total + term
+    s, c = total
+    y = term - c
+    t = s + y
+    return t, (t - s) - y
+
+
+def sum_value(total):
+    """The value of a :func:`running_sum` (the pending correction applied)."""
+    return total[0] - total[1] if isinstance(total, tuple) else total
+
+
 def gauss(d, h):
     """``exp(-d^2 h)`` for an integer offset ``d`` (static or traced) and exponents ``h``."""
     df = jnp.asarray(d).astype(h.dtype)
@@ -102,8 +132,8 @@ def recurrence_start(h):
     return jnp.exp(-2 * h), jnp.exp(-h), jnp.exp(-3 * h)
 
 
-def sum_over_offsets(h, reach, step, init, block: int, start=None):
-    """Run ``carry = step(d, w_d, carry)`` for d = 1 .. reach (and up to block - 1 past it:
+def sum_over_offsets(h, reach, step, init, block: int, start=None, compensated=False):
+    """Run ``carry = step(d, w_d, carry)`` for d = 1 .. reach (and possibly past it:
     ``step`` must mask offsets beyond each pixel's radius), w_d = exp(-d^2 h).
 
     Offsets go in blocks of ``block``: exact at each block's first offset, the
@@ -111,6 +141,7 @@ def sum_over_offsets(h, reach, step, init, block: int, start=None):
     first block starts from ``start`` (:func:`recurrence_start`, hoisted by callers that
     run this in a loop).  A static ``reach`` keeps the loop differentiable in reverse
     mode; a traced one lets one compiled program serve every radius up to the padding.
+    ``compensated``: the later blocks run in groups (:func:`_compensated_blocks`).
     """
     q2, w1, g1 = recurrence_start(h) if start is None else start
 
@@ -128,11 +159,33 @@ def sum_over_offsets(h, reach, step, init, block: int, start=None):
 
     count = (reach + block - 1) // block
     carry = run_block(1, w1, g1, init)  # masked by ``step`` when reach is 0
+    if compensated:
+        return _compensated_blocks(later_block, count, carry)
     if isinstance(count, int) and count * block <= UNROLL_TAPS // 2:
         for b in range(1, count):  # small and static: unrolled, so XLA fuses it
             carry = later_block(b, carry)
         return carry
     return lax.fori_loop(1, count, later_block, carry)
+
+
+#: Blocks per group of :func:`_compensated_blocks`.
+GROUP = 8
+
+
+def _compensated_blocks(later_block, count, carry):
+    """``carry`` plus blocks 1 .. count - 1, in groups of :data:`GROUP` blocks: a plain sum
+    from 0 within each group, the groups' sums added by Kahan's step, so the rounding
+    no longer grows with the loop (one compensation per group costs next to nothing).
+    Every group runs all its blocks (``step`` masks those past ``count``), so a static
+    ``count`` keeps static trip counts, for reverse mode."""
+
+    def group(k, total):
+        first = 1 + k * GROUP
+        blocks = lambda i, acc: later_block(first + i, acc)  # noqa: E731
+        return add(total, lax.fori_loop(0, GROUP, blocks, jnp.zeros_like(total[0])))
+
+    groups = (count - 1 + GROUP - 1) // GROUP
+    return sum_value(lax.fori_loop(0, groups, group, running_sum(carry, True)))
 
 
 def varying_blur(work, radius, exponent, fills, layout, reach=None):
@@ -161,7 +214,9 @@ def varying_blur(work, radius, exponent, fills, layout, reach=None):
     from :func:`sum_over_offsets`'s recurrence, the same for the numerator and the
     normaliser, so a constant image stays constant.  Crop axes are padded with zeros;
     taps beyond a pixel's own radius are dropped with ``where`` so a NaN there cannot
-    leak.
+    leak.  A loop longer than :data:`COMPENSATE_AFTER` offsets (by its static padding)
+    is summed with Kahan's compensation: per group of blocks on the last axis, per
+    offset on the outer axes (each of which sums a whole row).
     """
     k = len(layout)
     shape = work.shape
@@ -185,7 +240,7 @@ def varying_blur(work, radius, exponent, fills, layout, reach=None):
 
 def _counted_sum(a, axis_layout, radius, h, reach, block, start):
     """The sum of the weights a pixel counts on axis ``a`` (in bounds, within radius)."""
-    n, mode, _ = axis_layout
+    n, mode, pad = axis_layout
     shape = radius.shape
     pos = lax.broadcasted_iota(jnp.int32, shape, a + 1)
 
@@ -196,7 +251,8 @@ def _counted_sum(a, axis_layout, radius, h, reach, block, start):
             plus, minus = keep & (pos + d < n), keep & (pos - d >= 0)
         return total + jnp.where(plus, w, 0) + jnp.where(minus, w, 0)
 
-    return sum_over_offsets(h, reach, step, jnp.ones(shape, h.dtype), block, start)
+    return sum_over_offsets(h, reach, step, jnp.ones(shape, h.dtype), block, start,
+                            pad > COMPENSATE_AFTER)  # fmt: skip
 
 
 def _outer_sum(padded, radius, exponent, layout, reach, block, start):
@@ -216,9 +272,11 @@ def _outer_sum(padded, radius, exponent, layout, reach, block, start):
             keep = (d <= radius[-1]) & (d <= reach[-1])  # blocks may run past the reach
             return acc + jnp.where(keep, w * (plus + minus), 0)
 
-        return sum_over_offsets(exponent[-1], reach[-1], step, centre, block, start)
+        return sum_over_offsets(exponent[-1], reach[-1], step, centre, block, start,
+                                pad_last > COMPENSATE_AFTER)  # fmt: skip
 
     outer = layout[:-1]
+    outer_count = math.prod(pad + 1 for _, _, pad in outer)  # static, also for a traced reach
     spans = [r + 1 for r in reach[:-1]]
     if not isinstance(reach, tuple):  # traced: one integer type for the loop
         spans = [jnp.asarray(r, jnp.int32) for r in spans]
@@ -244,7 +302,7 @@ def _outer_sum(padded, radius, exponent, layout, reach, block, start):
         for a, d in enumerate(offsets):
             w_outer = w_outer * gauss(d, exponent[a]) * jnp.where(d == 0, 0.5, 1.0)
             counts = counts & (d <= radius[a])
-        return acc + jnp.where(counts, w_outer * row_sum(rows), 0)
+        return add(acc, jnp.where(counts, w_outer * row_sum(rows), 0))
 
-    return lax.fori_loop(0, math.prod(spans) if spans else 1, outer_body,
-                         jnp.zeros(shape, padded.dtype))  # fmt: skip
+    init = running_sum(jnp.zeros(shape, padded.dtype), outer_count > COMPENSATE_AFTER)
+    return sum_value(lax.fori_loop(0, math.prod(spans) if spans else 1, outer_body, init))

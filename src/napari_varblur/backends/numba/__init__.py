@@ -10,11 +10,14 @@ scheduler can call this backend concurrently.
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 
+from ...core.rules import share_floor
 from ...core.spec import BlurSpec
-from ...core.taps import global_plan, map_plan
+from ...core.taps import global_plan, global_radius, map_plan
 from ..base import Backend
 from . import common, gathers, passes, weights
 
@@ -62,8 +65,28 @@ def masked(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None
     ``None`` where no kernel fits this spec.  ``valid`` has the image's ndim and
     broadcasts to it; ``counts``: whether constant-mode taps outside the image count."""
     if spec.sigma is not None:
-        return passes.masked_global(spec, valid, counts)
+        return passes.masked_global(spec, valid, counts) if _shares_above_floor(spec) else None
     return gathers.masked_map(spec, valid, counts)
+
+
+def _shares_above_floor(spec: BlurSpec) -> bool:
+    """Whether every tap of a global kernel holds at least the contract's smallest share
+    (``share_floor``), so that the fused sweep, which has no floor, needs none.
+
+    A tap's share is at least the product over axes of the weight at the radius,
+    ``exp(-r^2 / (2 sigma^2))``, over the axis's weight sum (below
+    ``1 + sqrt(2 pi) sigma``): checked in logarithms.  Tiny sigmas (or long truncates)
+    fail it and run as two blurs whose ratio applies the floor.
+    """
+    depth = 0.0
+    for i, s in enumerate(spec.sigma):
+        r = global_radius(spec, i)
+        if s == 0 or r == 0:
+            continue
+        if spec.modes[i].crop:
+            r = min(r, spec.shape[spec.axes[i]] - 1)  # farther taps are never in bounds
+        depth += r * (r / (2.0 * s * s)) + math.log1p(math.sqrt(2 * math.pi) * s)
+    return depth <= -math.log(share_floor(spec.precision))
 
 
 BACKEND = Backend(

@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit, prange
 
 from ...core.masking import numerator
+from ...core.rules import share_floor
 from ...core.spec import BlurSpec
 from ...core.taps import (
     MapAxis,
@@ -55,7 +56,8 @@ def masked_map(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | 
 def varying_blur(x, spec, plan, padded=None, flags=None) -> np.ndarray:
     """The exact gather of ``x`` (already extended as ``padded`` when given).  With
     ``flags`` (the extended validity, uint8, 1-3 blurred axes) it divides by the sum
-    of the valid weights instead of all of them: a normalised convolution."""
+    of the valid weights instead of all of them: a normalised convolution, NaN where
+    their share of the kernel is below the contract's floor (``share_floor``)."""
     work = working_layout(x, spec.axes)
     padded = _padded(work, plan) if padded is None else padded
     # One pass over the padded image: tiles need a per-tile check only if it holds
@@ -96,6 +98,7 @@ def varying_blur(x, spec, plan, padded=None, flags=None) -> np.ndarray:
             finite,
             flags,
             *_holes(flags),
+            share_floor(x.dtype),
             target,
         )
     return from_working_layout(out, x.shape, spec.axes)
@@ -382,6 +385,7 @@ def _varying3d(
     valid,
     rows,
     holes,
+    floor,
     out,
 ):  # pragma: no cover
     nb, n0, n1, n2 = out.shape
@@ -419,8 +423,13 @@ def _varying3d(
             bigs[2] = _gauss_table(w2, pads[2], rad[2], hs[2], lo[2], hi[2], width, den,
                                    scratch[0], scratch[1], scratch[2], scratch[3])  # fmt: skip
             if valid.shape[0]:
+                full = sums[3]  # the kernel's weight sum: the valid share is den / full
+                full[:width] = den[:width]
                 _tile_sum_valid(xp, valid, rows, holes, b, i, j, m0, width, pads, bigs, w0, w1,
                                 w2, acc, den, mid, part, sums)  # fmt: skip
+                for v in range(width):
+                    if den[v] < floor * full[v]:
+                        acc[v] = np.nan  # too small a share (or none) is NaN (the contract)
             elif finite or _window_finite(xp, b, i, j, m0, width, pads, bigs):
                 _tile_sum(xp, b, i, j, m0, width, pads, bigs, w0, w1, w2, acc, mid, part)
             else:
