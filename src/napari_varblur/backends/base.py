@@ -25,6 +25,22 @@ FusedMasked = Callable[[BlurSpec, np.ndarray, bool], "np.ndarray | None"]
 
 
 @dataclass(frozen=True)
+class Bands:
+    """Level bands: a diagonal level plan run level by level, each level's passes only
+    over the pixels that mix it (and what they read).
+
+    ``plan(spec, levels)`` builds the bands of a spec and its shared
+    :class:`~napari_varblur.core.levels.AxisLevels` (an object with ``taps`` and ``nruns``,
+    the work the planner weighs), or ``None`` where they do not fit;
+    ``blur(spec, bands)`` runs them: a new array of ``spec.precision``.  The bands
+    depend on the map only, so the two blurs of a masked spec share them.
+    """
+
+    plan: Callable[[BlurSpec, object], object | None]
+    blur: Callable[[BlurSpec, object], np.ndarray]
+
+
+@dataclass(frozen=True)
 class Backend:
     """One backend's operations and capabilities.
 
@@ -46,6 +62,9 @@ class Backend:
     masked
         A fused masked sweep (:data:`FusedMasked`), or ``None``: the engine runs the
         normalised convolution as two plain blurs.
+    bands
+        :class:`Bands`, or ``None``: the planner may then weigh them for a diagonal
+        level plan (one level list for every axis).
     whole_image_levels
         The level walk gives this backend whole-image passes (a backend that compiles
         per shape would otherwise compile one program per tile).
@@ -62,6 +81,7 @@ class Backend:
     device_name: Callable[[], str]
     correlate: Correlate | None = None
     masked: FusedMasked | None = None
+    bands: Bands | None = None
     whole_image_levels: bool = False
     compiles: Callable[[], int] = lambda: 0
     has_gpu: Callable[[], bool] = lambda: False

@@ -30,18 +30,24 @@ from ..core.taps import MapAxis, map_plan
 @dataclass(frozen=True)
 class CostTable:
     """Seconds per unit of work: a tap of a 1-D pass, a pass call, a tile's bookkeeping,
-    a pixel summed into the output, and a tap of the exact gather (by blurred axes)."""
+    a pixel summed into the output, a tap of the exact gather (by blurred axes), and for
+    level bands a pixel (locating its levels, finding the runs), a tap and a run (its
+    bookkeeping and short loops)."""
 
     tap: float
     call: float
     tile: float
     sum: float
     gather: dict[int, float]
+    band_pixel: float = 0.0
+    band_tap: float = 0.0
+    run: float = 0.0
 
 
 #: Fitted on the Numba backend on 2 cores (``benchmarks/calibrate_levels.py``).
 NUMBA_COSTS = CostTable(tap=2e-11, call=3e-5, tile=6e-4, sum=2e-9,
-                        gather={1: 1.4e-10, 2: 1.4e-10, 3: 4.1e-10})  # fmt: skip
+                        gather={1: 1.4e-10, 2: 1.4e-10, 3: 4.1e-10},
+                        band_pixel=1e-8, band_tap=1e-10, run=1.5e-7)  # fmt: skip
 #: One table per backend that walks levels.  JAX has not been calibrated on its own yet:
 #: it uses Numba's table (its whole-image passes make the tile terms moot).
 COSTS: dict[str, CostTable] = {"numba": NUMBA_COSTS, "jax": NUMBA_COSTS}
@@ -63,6 +69,7 @@ class Plan:
     diagonal: bool  # one map for every axis, mixing the same levels on each
     exact: bool  # quantised on every axis: the exact contract
     survey: Survey | None = None  # the maps' shape, computed once (else by blur)
+    bands: object | None = None  # the backend's level bands, when they were chosen
 
 
 class Survey:
@@ -105,8 +112,12 @@ class Survey:
                 np.transpose(np.asarray(high[keep], np.float64), order))  # fmt: skip
 
 
-def choose(spec: BlurSpec, costs: CostTable) -> Plan | None:
-    """A level plan for a NumPy sigma-map blur, or ``None`` for the exact gather."""
+def choose(spec: BlurSpec, costs: CostTable, bands=None) -> Plan | None:
+    """A level plan for a NumPy sigma-map blur, or ``None`` for the exact gather.
+
+    ``bands`` is the backend's :class:`~napari_varblur.backends.base.Bands` (or
+    ``None``): a diagonal plan weighs them against the tile walk and the gather.
+    """
     if spec.sigma_map is None:
         return None
     maps = map_plan(spec)
@@ -114,6 +125,7 @@ def choose(spec: BlurSpec, costs: CostTable) -> Plan | None:
     if found is None:
         return None
     levels, diagonal = found
+    exact = all(not lv.joined.any() for lv in levels)
     survey = Survey(spec, maps)
     best = None
     for length in _tile_candidates(spec, maps):
@@ -122,9 +134,26 @@ def choose(spec: BlurSpec, costs: CostTable) -> Plan | None:
         if best is None or cost < best[0]:
             best = (cost, gather, tiles)
     cost, gather, tiles = best
+    if diagonal and bands is not None:
+        found = _bands(spec, levels[0], bands, costs, min(cost, gather / MARGIN))
+        if found is not None:
+            return Plan(levels, tiles, diagonal, exact, survey, found)
     if cost * MARGIN >= gather:
         return None
-    return Plan(levels, tiles, diagonal, all(not lv.joined.any() for lv in levels), survey)
+    return Plan(levels, tiles, diagonal, exact, survey)
+
+
+def _bands(spec: BlurSpec, levels: AxisLevels, bands, costs: CostTable, beat: float):
+    """The backend's level bands if their estimated cost is below ``beat`` (the best
+    of the tile walk and the gather), else ``None``.  They are built only when their
+    fixed cost per pixel leaves them a chance."""
+    base = costs.band_pixel * spec.image.size
+    if base >= beat:
+        return None
+    found = bands.plan(spec, levels)
+    if found is None:
+        return None
+    return found if base + costs.band_tap * found.taps + costs.run * found.nruns < beat else None
 
 
 def levels_for(spec: BlurSpec, maps: list[MapAxis]) -> tuple[tuple[AxisLevels, ...], bool] | None:

@@ -5,8 +5,9 @@ JAX-native API.  Three routes, with or without a mask:
 
 - **global**: a global sigma, separable passes (``backend.global_blur``);
 - **levels**: a sigma map that is quantised, or may be mixed from levels within a
-  ``tolerance``, when the planner (:mod:`.cost`) estimates that walking the levels
-  (:mod:`.walk`) is cheaper than the gather on this backend;
+  ``tolerance``, when the planner (:mod:`.cost`) estimates that the levels are cheaper
+  than the gather on this backend: run as the backend's level bands (each level only
+  where the map uses it) when the plan has them, else by the tile walk (:mod:`.walk`);
 - **gather**: the exact per-pixel sum (``backend.gather``).
 
 A masked spec (``mask=`` or ``nan_policy="omit"``) is the normalised convolution of
@@ -43,7 +44,9 @@ def route(spec: BlurSpec) -> Route:
     if spec.sigma is not None:
         return Route("global", backend)
     table = cost.COSTS.get(backend.name)
-    plan = cost.choose(spec, table) if table is not None and backend.correlate else None
+    plan = None
+    if table is not None and backend.correlate:
+        plan = cost.choose(spec, table, backend.bands)
     return Route("gather", backend) if plan is None else Route("levels", backend, plan)
 
 
@@ -62,6 +65,8 @@ def blur(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray
         if chosen.kind == "global":
             return backend.global_blur(plain)
         if chosen.kind == "levels":
+            if chosen.plan.bands is not None:
+                return backend.bands.blur(plain, chosen.plan.bands)
             return walk.blur(plain, chosen.plan, backend)
         return backend.gather(plain, pad_floor)
 

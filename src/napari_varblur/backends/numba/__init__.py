@@ -1,7 +1,8 @@
 """The Numba backend: parallel CPU kernels (``prange``), compiled once and cached on disk.
 
 Split by job: :mod:`.passes` (global sigma, fused and masked sweeps), :mod:`.gathers`
-(sigma maps, 1-3 axes specialised and the generic N-D kernel), :mod:`.weights` (the
+(sigma maps, 1-3 axes specialised and the generic N-D kernel), :mod:`.bands` (sigma
+levels computed only where the map uses them), :mod:`.weights` (the
 Gaussian recurrence and the radius rule in the kernels) and :mod:`.common` (flags,
 arrays, thread safety).  Parallel kernels run under a lock when Numba's threading layer
 is not threadsafe (``workqueue``), so napari's worker threads and dask's threaded
@@ -18,8 +19,8 @@ import numpy as np
 from ...core.rules import share_floor
 from ...core.spec import BlurSpec
 from ...core.taps import global_plan, global_radius, map_plan
-from ..base import Backend
-from . import common, gathers, passes, weights
+from ..base import Backend, Bands
+from . import band_runs, bands, common, gathers, passes, weights
 
 
 def describe() -> str:
@@ -34,7 +35,7 @@ def compiles() -> int:
     """How many kernels this process compiled so far (not read from Numba's cache)."""
     kernels = [
         v
-        for module in (common, gathers, passes, weights)
+        for module in (band_runs, bands, common, gathers, passes, weights)
         for v in vars(module).values()
         if isinstance(v, numba.core.dispatcher.Dispatcher)
     ]
@@ -95,6 +96,7 @@ BACKEND = Backend(
     gather=gather,
     correlate=passes.correlate,
     masked=masked,
+    bands=Bands(plan=bands.plan, blur=bands.blur),
     describe=describe,
     device_name=device_name,
     compiles=compiles,

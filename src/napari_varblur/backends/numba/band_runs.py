@@ -1,0 +1,284 @@
+"""The bookkeeping of level bands (:mod:`.bands`): each pixel's levels, the runs of
+every level along the contiguous axis, and what each pass must write to serve the next:
+runs widened by a pass's reach, and the union of the runs of the lines that read a
+line.  Every step is one kernel call for all levels together."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .common import parallel_section
+
+
+@njit(cache=True, nogil=True)
+def reach(src, taps, n, left):  # pragma: no cover - jitted
+    """Per level ``v`` and output ``i``: the smallest and largest source index its taps
+    read (``src[v, i : i + taps[v]]``, skipping the fill).  A window inside the axis
+    reads ``i - left .. i - left + taps - 1``; only windows that touch an extension are
+    scanned."""
+    levels = src.shape[0]
+    lo, hi = np.empty((levels, n), np.int64), np.empty((levels, n), np.int64)
+    for v in range(levels):
+        for i in range(n):
+            a, b = i - left[v], i - left[v] + taps[v] - 1
+            if a >= 0 and b <= n - 1:
+                lo[v, i], hi[v, i] = a, b
+                continue
+            lo[v, i], hi[v, i] = n, -1
+            for j in range(i, i + taps[v]):
+                s = src[v, j]
+                if s >= 0:
+                    lo[v, i], hi[v, i] = min(lo[v, i], s), max(hi[v, i], s)
+            if hi[v, i] < 0:  # every tap reads the fill: no pixel needed
+                lo[v, i], hi[v, i] = i, i
+    return lo, hi
+
+
+@njit(cache=True, nogil=True)
+def inverse_reach(lo, hi):  # pragma: no cover - jitted
+    """Per level and source index ``j``: the first and last output whose reach covers
+    it (``n`` and -1 where none does)."""
+    levels, n = lo.shape
+    first = np.full((levels, n), n, np.int64)
+    last = np.full((levels, n), -1, np.int64)
+    for v in range(levels):
+        for i in range(n):
+            for j in range(lo[v, i], hi[v, i] + 1):
+                first[v, j] = min(first[v, j], i)
+                last[v, j] = max(last[v, j], i)
+    return first, last
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def locate(sigma, k, t, lsig, joined, first, last, truncate, limit):  # pragma: no cover
+    """Each pixel's lower level and upper weight: :meth:`AxisLevels.mix` in a kernel.
+    The contract's float64 radius picks the bucket; the level is the bucket's last
+    whose sigma is at most the pixel's (its first if none is)."""
+    nl = lsig.shape[0]
+    top = first.shape[0] - 1
+    for row in prange(sigma.shape[0]):
+        for x in range(sigma.shape[1]):
+            s = np.float64(sigma[row, x])
+            r = int(min(max(min(np.ceil(truncate * s), limit), 0), top))
+            j = first[r]
+            while j < last[r] and lsig[j + 1] <= s:
+                j += 1
+            k[row, x] = j
+            w = 0.0
+            if joined[j]:
+                lo2 = lsig[j] * lsig[j]
+                up = min(j + 1, nl - 1)
+                w = min(max((s * s - lo2) / (lsig[up] * lsig[up] - lo2), 0.0), 1.0)
+            t[row, x] = w
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _count_segments(k, t, counts):  # pragma: no cover - jitted
+    for row in prange(k.shape[0]):
+        c = 1
+        for x in range(1, k.shape[1]):
+            if k[row, x] != k[row, x - 1] or (t[row, x] > 0) != (t[row, x - 1] > 0):
+                c += 1
+        counts[row] = c
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _fill_segments(k, t, at, line, start, stop, level, upper):  # pragma: no cover
+    for row in prange(k.shape[0]):
+        i = at[row]
+        line[i], start[i], level[i], upper[i] = row, 0, k[row, 0], t[row, 0] > 0
+        for x in range(1, k.shape[1]):
+            if k[row, x] != k[row, x - 1] or (t[row, x] > 0) != (t[row, x - 1] > 0):
+                stop[i] = x
+                i += 1
+                line[i], start[i], level[i], upper[i] = row, x, k[row, x], t[row, x] > 0
+        stop[i] = k.shape[1]
+
+
+def segments(k: np.ndarray, t: np.ndarray) -> tuple:
+    """Runs of constant (level, has-upper-weight) along every line, in line order."""
+    counts = np.empty(k.shape[0], np.int64)
+    with parallel_section():
+        _count_segments(k, t, counts)
+        at = np.concatenate(([0], np.cumsum(counts)))
+        total = int(at[-1])
+        out = [np.empty(total, np.int64) for _ in range(4)] + [np.empty(total, np.bool_)]
+        _fill_segments(k, t, at, *out)
+    return tuple(out)
+
+
+@njit(cache=True, nogil=True)
+def by_level(line, start, stop, level, upper, nlevels):  # pragma: no cover - jitted
+    """Each level's runs (the segments that mix it: their own level, and the next one
+    where the upper weight is not 0), sorted by line and start, touching runs merged."""
+    count = np.zeros(nlevels + 1, np.int64)
+    for i in range(line.shape[0]):
+        upper[i] = upper[i] and level[i] + 1 < nlevels
+        count[level[i] + 1] += 1
+        if upper[i]:
+            count[level[i] + 2] += 1
+    ptr = np.cumsum(count)
+    fill = ptr[:-1].copy()
+    lines = np.empty(ptr[-1], np.int64)
+    starts, stops = np.empty(ptr[-1], np.int64), np.empty(ptr[-1], np.int64)
+    for i in range(line.shape[0]):
+        for lv in (level[i], level[i] + 1):
+            if lv == level[i] or upper[i]:
+                j = fill[lv]
+                if j > ptr[lv] and lines[j - 1] == line[i] and stops[j - 1] == start[i]:
+                    stops[j - 1] = stop[i]  # touches the previous run: extend it
+                    continue
+                lines[j], starts[j], stops[j] = line[i], start[i], stop[i]
+                fill[lv] += 1
+    # Compact: each level's runs end at fill[lv].
+    out = np.zeros(nlevels + 1, np.int64)
+    for lv in range(nlevels):
+        out[lv + 1] = out[lv] + fill[lv] - ptr[lv]
+        for j in range(fill[lv] - ptr[lv]):
+            lines[out[lv] + j] = lines[ptr[lv] + j]
+            starts[out[lv] + j] = starts[ptr[lv] + j]
+            stops[out[lv] + j] = stops[ptr[lv] + j]
+    total = out[nlevels]
+    return out, lines[:total], starts[:total], stops[:total]
+
+
+@njit(cache=True, nogil=True)
+def dilate(ptr, lines, starts, stops, lo, hi):  # pragma: no cover - jitted
+    """The pixels the last pass reads to write each level's runs: every run widened to
+    its outputs' reach, overlapping runs of a line merged."""
+    m = lines.shape[0]
+    optr = np.zeros_like(ptr)
+    ol, os_, oe = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
+    c = 0
+    for v in range(ptr.shape[0] - 1):
+        base = c
+        # Reaches that never step back (every mode but wrap): a run's ends suffice.
+        monotone = True
+        for x in range(1, lo.shape[1]):
+            monotone = monotone and lo[v, x] >= lo[v, x - 1] and hi[v, x] >= hi[v, x - 1]
+        for i in range(ptr[v], ptr[v + 1]):
+            a, b = lo[v, starts[i]], hi[v, stops[i] - 1]
+            if not monotone:
+                for x in range(starts[i], stops[i]):
+                    a, b = min(a, lo[v, x]), max(b, hi[v, x])
+            b += 1
+            # Merge with earlier runs of the line it overlaps (in wrap mode an edge
+            # run reaches the far side, so not only the last one).
+            while c > base and ol[c - 1] == lines[i] and a <= oe[c - 1] and b >= os_[c - 1]:
+                c -= 1
+                a, b = min(a, os_[c]), max(b, oe[c])
+            ol[c], os_[c], oe[c] = lines[i], a, b
+            c += 1
+        optr[v + 1] = c
+    return optr, ol[:c], os_[:c], oe[:c]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def union(ptr, lines, starts, stops, first, final, planes, n2, n3, at, olines, ostarts,
+           ostops, write):  # pragma: no cover  # fmt: skip
+    """Slot 1's runs: per level and line ``(b, i1, j)``, the union of the runs of the
+    lines ``(b, i1, i2)`` whose slot-2 pass reads line ``j`` (``first[j] <= i2 <=
+    final[j]``).  One job per level and plane, sliding a window of lines down the
+    plane with a coverage count per pixel.  The first call (``write`` False) counts
+    each line's runs into ``at``; the second writes them from offsets ``at``."""
+    nlevels = ptr.shape[0] - 1
+    for job in prange(nlevels * planes):
+        v, plane = job // planes, job % planes
+        a, b = ptr[v], ptr[v + 1]
+        # This plane's runs, by line: the plane's lines are contiguous.
+        lo = a + np.searchsorted(lines[a:b], plane * n2)
+        hi = a + np.searchsorted(lines[a:b], (plane + 1) * n2)
+        if not write:
+            at[job * n2 : (job + 1) * n2] = 0
+        if lo == hi:
+            continue
+        line_at = np.full(n2 + 1, hi, np.int64)  # first run of each line of the plane
+        for i in range(hi - 1, lo - 1, -1):
+            line_at[lines[i] - plane * n2] = i
+        for j in range(n2 - 1, -1, -1):
+            line_at[j] = min(line_at[j], line_at[j + 1])
+        # Each line's extent (the window's is the widest of its lines').
+        low, high = np.full(n2, n3, np.int64), np.zeros(n2, np.int64)  # empty: low > high
+        for j in range(n2):
+            for i in range(line_at[j], line_at[j + 1]):
+                low[j], high[j] = min(low[j], starts[i]), max(high[j], stops[i])
+        # A plane of single runs takes each window's hull (a smooth map's runs
+        # overlap from line to line, so the hull is their union; where they do not,
+        # the hull only adds work); others count coverage exactly.
+        single = True
+        for j in range(n2):
+            single = single and line_at[j + 1] - line_at[j] <= 1
+        depth = np.zeros(n3 + 1, np.int32)
+        top, bottom = 0, -1  # the lines counted in depth: top .. bottom
+        # The hull of a window sliding down: monotone queues of the lines' extents.
+        qlo, qhi = np.empty(n2, np.int64), np.empty(n2, np.int64)
+        elo, ehi = np.zeros(2, np.int64), np.zeros(2, np.int64)
+        w0, w1 = 0, -1  # the window the queues hold
+        for j in range(n2):
+            i0, i1 = first[v, j], final[v, j]
+            if i1 < i0 or line_at[i0] == line_at[i1 + 1]:
+                continue
+            o = at[job * n2 + j] if write else -1
+            if i0 < w0 or i1 < w1:  # not a slide down: restart the queues
+                elo[:], ehi[:], w1 = 0, 0, i0 - 1
+            span_lo = _slide(qlo, elo, low, i0, i1, w1, 1)
+            span_hi = _slide(qhi, ehi, high, i0, i1, w1, -1)
+            w0, w1 = i0, i1
+            if single:
+                c = 1
+                if o >= 0:
+                    olines[o], ostarts[o], ostops[o] = plane * n2 + j, span_lo, span_hi
+            else:
+                if i0 < top or i1 < bottom or i0 > bottom + 1:  # not a slide down
+                    _count(depth, starts, stops, line_at[top], line_at[bottom + 1], -1)
+                    top, bottom = i0, i0 - 1
+                _count(depth, starts, stops, line_at[top], line_at[i0], -1)
+                _count(depth, starts, stops, line_at[bottom + 1], line_at[i1 + 1], 1)
+                top, bottom = i0, i1
+                c = _runs_of(depth, span_lo, span_hi, plane * n2 + j, olines, ostarts,
+                             ostops, o)  # fmt: skip
+            if not write:
+                at[job * n2 + j] = c
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _slide(q, ends, values, i0, i1, top, sign):  # pragma: no cover - jitted
+    """A monotone queue ``q`` (head ``ends[0]``, tail ``ends[1]``) of line indices whose
+    ``sign * values`` increase: extended with lines ``top + 1 .. i1`` and cut to those
+    from ``i0``; returns the extreme (smallest ``sign * value``) of ``i0 .. i1``."""
+    for i in range(top + 1, i1 + 1):
+        while ends[1] > ends[0] and sign * values[q[ends[1] - 1]] >= sign * values[i]:
+            ends[1] -= 1
+        q[ends[1]] = i
+        ends[1] += 1
+    while q[ends[0]] < i0:
+        ends[0] += 1
+    return values[q[ends[0]]]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _count(depth, starts, stops, a, b, sign):  # pragma: no cover - jitted
+    """Add (``sign`` 1) or remove (-1) runs ``a .. b - 1`` in the coverage count."""
+    for i in range(a, b):
+        depth[starts[i]] += sign
+        depth[stops[i]] -= sign
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _runs_of(depth, lo, hi, line, olines, ostarts, ostops, o):  # pragma: no cover
+    """The covered stretches of the coverage count ``depth`` (nothing is covered
+    outside ``lo .. hi - 1``), written from ``o`` (unless ``o`` is -1); returns how
+    many there are."""
+    c, level = 0, 0
+    for x in range(lo, hi + 1):
+        was = level
+        level += depth[x]
+        if was == 0 and level > 0:
+            if o >= 0:
+                olines[o + c], ostarts[o + c] = line, x
+        elif was > 0 and level == 0:
+            if o >= 0:
+                ostops[o + c] = x
+            c += 1
+    return c

@@ -1,0 +1,359 @@
+"""Level bands: a sigma map mixed from global levels, each computed only where it is used.
+
+A diagonal level plan (one list of levels for every axis, :mod:`napari_varblur.core.levels`)
+gives each pixel a mix of at most two levels.  Level ``l`` is needed only on its *band*:
+the pixels whose mix uses it.  The band is stored as runs along the contiguous axis, one
+list per line (a line: the other coordinates fixed), so its cost follows the band's area
+whatever the map's orientation: a tilted or radial map costs what an axis-aligned one
+does.
+
+Working layout ``(B, n1, n2, n3)``: batch axes flattened in front, the blurred axes after
+them (length 1 where there are fewer than three).  Per level, the passes run backwards
+from the output:
+
+- slot 3, the last pass (along ``n3``), writes the band's runs and adds them, weighted,
+  into the output;
+- slot 2 (along ``n2``) writes the band's runs widened by what the last pass reads;
+- slot 1 (along ``n1``) writes the union of the slot-2 runs of the lines that read it.
+
+Every pass is the contract's 1-D pass of :func:`napari_varblur.core.taps.level_pass`
+(taps, edge mode, crop renormalisation), vectorised along the contiguous axis.  Planning
+and running each take one kernel call per step for all levels together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+
+from ...core.levels import AxisLevels
+from ...core.spec import BlurSpec
+from ...core.taps import AxisPass, from_working_layout, level_pass, map_plan, working_layout
+from . import band_runs
+from .common import FAST, kernel_array, parallel_section
+
+#: Bands pay off when runs are long: a map whose level changes every pixel or two along
+#: the contiguous axis (noise) is left to the tile walk or the gather.
+MIN_MEAN_RUN = 2
+#: Runs handled by one parallel job of the last pass (one scratch buffer per job).
+_JOB = 16
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """One slot's pass for every used level, padded into arrays (row ``j``: level
+    ``j`` of the plan's ``levels``): source indices, taps, their count, the offset of
+    the first tap (``left``), scale, fill, and the first and last source index each
+    output reads."""
+
+    src: np.ndarray
+    weights: np.ndarray
+    taps: np.ndarray
+    left: np.ndarray
+    scale: np.ndarray
+    fill: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+    @classmethod
+    def of(cls, passes: list[AxisPass | None], n: int, dtype) -> _Slot:
+        # None: the axis untouched at that level (the identity pass).
+        parts = [
+            (np.arange(n), 0.0, np.ones(1), np.ones(n), 0)
+            if p is None
+            else (p.source(), p.fill, p.weights, p.scale, p.left)
+            for p in passes
+        ]
+        size, width = len(parts), max(len(w) for _, _, w, _, _ in parts)
+        src = np.full((size, n + width - 1), -1, np.int64)
+        weights = np.zeros((size, width), dtype)
+        for j, (s, _, w, _, _) in enumerate(parts):
+            src[j, : len(s)], weights[j, : len(w)] = s, w
+        taps = np.array([len(w) for _, _, w, _, _ in parts], np.int64)
+        left = np.array([p[4] for p in parts], np.int64)
+        lo, hi = band_runs.reach(src, taps, n, left)
+        return cls(
+            src, weights, taps, left,
+            np.array([sc for _, _, _, sc, _ in parts], dtype),
+            np.array([f for _, f, _, _, _ in parts], dtype), lo, hi,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """Runs of every used level: level ``j``'s are ``ptr[j] .. ptr[j + 1] - 1``, each
+    a line and ``[start, stop)`` along the contiguous axis, sorted by line."""
+
+    ptr: np.ndarray
+    lines: np.ndarray
+    starts: np.ndarray
+    stops: np.ndarray
+
+    def work(self, taps: np.ndarray) -> float:
+        """Multiply-adds of a pass over these runs with ``taps`` per level."""
+        total = np.concatenate(([0], np.cumsum(self.stops - self.starts)))
+        return float(np.sum((total[self.ptr[1:]] - total[self.ptr[:-1]]) * taps))
+
+
+@dataclass(frozen=True)
+class BandPlan:
+    """Everything a band blur needs, built once from the map: the working shape, each
+    pixel's lower level ``k`` and upper weight ``t``, the used levels, and per slot
+    their passes and runs (``None`` where the slot has length 1).  ``taps`` counts the
+    multiply-adds (the planner's cost), ``runs`` the runs."""
+
+    shape: tuple[int, int, int, int]
+    k: np.ndarray
+    t: np.ndarray
+    levels: np.ndarray
+    slots: tuple
+    runs: tuple
+    taps: float
+    nruns: int
+
+
+def plan(spec: BlurSpec, levels: AxisLevels) -> BandPlan | None:
+    """The bands of a diagonal level plan, or ``None`` where they do not fit (more than
+    three blurred axes, or runs too short to pay off)."""
+    if len(spec.axes) > 3 or spec.image.size == 0:
+        return None
+    axes = tuple(sorted(spec.axes))
+    maps = {m.axis: m for m in map_plan(spec)}
+    dtype = np.dtype(spec.precision)
+    shape4 = _shape4(spec.shape, axes)
+    k, t = _located(spec, maps[axes[0]].sigma, axes, levels, shape4[3], dtype)
+    segments = band_runs.segments(k, t)
+    if len(segments[0]) * MIN_MEAN_RUN > k.size:
+        return None
+    ptr, lines, starts, stops = band_runs.by_level(*segments, len(levels))
+    used = np.flatnonzero(ptr[1:] > ptr[:-1])
+    runs3 = _Runs(np.concatenate(([0], np.cumsum((ptr[1:] - ptr[:-1])[used]))),
+                  lines, starts, stops)  # fmt: skip
+    slots = [None] * (3 - len(axes)) + [
+        _Slot.of(
+            [_level_pass(spec, maps[a], levels, int(j), dtype) for j in used], maps[a].n, dtype
+        )
+        for a in axes
+    ]
+    runs = _slot_runs(runs3, slots, shape4)
+    taps = sum(r.work(s.taps) for r, s in zip(runs, slots) if r is not None)
+    nruns = sum(len(r.lines) for r in runs if r is not None)
+    return BandPlan(shape4, k, t, used, tuple(slots), runs, taps, nruns)
+
+
+def blur(spec: BlurSpec, bands: BandPlan) -> np.ndarray:
+    """Run a band plan: a new array of ``spec.precision``."""
+    dtype = np.dtype(spec.precision)
+    axes = tuple(sorted(spec.axes))
+    image = kernel_array(working_layout(spec.image, axes), dtype).reshape(bands.shape)
+    out = np.zeros(bands.shape, dtype)
+    s1, s2, s3 = bands.slots
+    r1, r2, r3 = bands.runs
+    # A missing slot gets a placeholder of the right types; the kernel skips it.
+    s1, r1 = (s3, r3) if s1 is None else (s1, r1)
+    s2, r2 = (s3, r3) if s2 is None else (s2, r2)
+    scratch1 = np.empty(bands.shape, dtype) if bands.runs[0] is not None else image[:0]
+    scratch2 = np.empty(bands.shape, dtype) if bands.runs[1] is not None else image[:0]
+    with parallel_section():
+        _run(image, out, scratch1, scratch2, bands.k, bands.t, bands.levels,
+             bands.runs[0] is not None, bands.runs[1] is not None,
+             *_args(s1, r1), *_args(s2, r2), *_args(s3, r3))  # fmt: skip
+    return np.ascontiguousarray(from_working_layout(out, spec.shape, axes))
+
+
+def _args(slot: _Slot, runs: _Runs) -> tuple:
+    return (runs.ptr, runs.lines, runs.starts, runs.stops,
+            slot.src, slot.weights, slot.taps, slot.left, slot.scale, slot.fill)  # fmt: skip
+
+
+def _shape4(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, int, int, int]:
+    batch = int(np.prod([n for a, n in enumerate(shape) if a not in axes], dtype=np.int64))
+    blurred = [1] * (3 - len(axes)) + [shape[a] for a in axes]
+    return (batch, *blurred)
+
+
+def _located(spec, sigma, axes, levels: AxisLevels, n3: int, dtype):
+    """Each pixel's lower level and upper weight, in the working layout's lines."""
+    sigma = np.broadcast_to(sigma, spec.shape)
+    sigma = np.ascontiguousarray(working_layout(sigma, axes)).reshape(-1, n3)
+    k = np.empty(sigma.shape, np.int32)
+    t = np.empty(sigma.shape, dtype)
+    first, last = levels._buckets
+    with parallel_section():
+        band_runs.locate(sigma, k, t, levels.sigma, levels.joined, first, last,
+                float(levels.truncate), int(levels.limit))  # fmt: skip
+    return k, t
+
+
+def _level_pass(spec: BlurSpec, m, levels: AxisLevels, level: int, dtype) -> AxisPass | None:
+    sigma, radius = float(levels.sigma[level]), int(levels.radius[level])
+    return level_pass(m.axis, m.n, sigma, radius, m.mode, spec.cval, dtype)
+
+
+def _slot_runs(runs3: _Runs, slots, shape4) -> tuple:
+    """Per slot, the runs its passes must write (``None``: no such slot)."""
+    last = slots[2]
+    runs2 = _Runs(
+        *band_runs.dilate(runs3.ptr, runs3.lines, runs3.starts, runs3.stops, last.lo, last.hi)
+    )
+    if slots[1] is None:
+        return (None, None, runs3)
+    if slots[0] is None:
+        return (None, runs2, runs3)
+    first, final = band_runs.inverse_reach(slots[1].lo, slots[1].hi)
+    nlevels, planes, n2 = len(runs2.ptr) - 1, shape4[0] * shape4[1], shape4[2]
+    at = np.zeros(nlevels * planes * n2 + 1, np.int64)
+    dummy = np.empty(0, np.int64)
+    args = (runs2.ptr, runs2.lines, runs2.starts, runs2.stops, first, final, planes, n2,
+            shape4[3])  # fmt: skip
+    with parallel_section():
+        band_runs.union(*args, at[1:], dummy, dummy, dummy, False)
+        np.cumsum(at, out=at)
+        total = int(at[-1])
+        lines, starts, stops = (np.empty(total, np.int64) for _ in range(3))
+        band_runs.union(*args, at, lines, starts, stops, True)
+    return (_Runs(at[:: planes * n2].copy(), lines, starts, stops), runs2, runs3)
+
+
+# ------------------------------------------------------------------- the passes
+
+
+@njit(parallel=True, cache=True, nogil=True, fastmath=FAST)
+def _run(image, out, y1, y2, k, t, levels, has1, has2,
+         p1, l1, a1, e1, src1, w1, taps1, left1, sc1, f1,
+         p2, l2, a2, e2, src2, w2, taps2, left2, sc2, f2,
+         p3, l3, a3, e3, src3, w3, taps3, left3, sc3, f3):  # pragma: no cover  # fmt: skip
+    """Every used level in turn: slot 1 into ``y1``, slot 2 into ``y2`` (each from the
+    previous stage, or the image), the last pass added into ``out``."""
+    n3 = image.shape[3]
+    for v in range(levels.shape[0]):
+        x = image
+        if has1:
+            _strided(x, y1, v, 1, p1, l1, a1, e1, src1, w1, taps1, left1, sc1, f1)
+            x = y1
+        if has2:
+            _strided(x, y2, v, 2, p2, l2, a2, e2, src2, w2, taps2, left2, sc2, f2)
+            x = y2
+        flat = x.reshape(-1, n3)
+        target = out.reshape(flat.shape)
+        first, count = p3[v], p3[v + 1] - p3[v]
+        jobs = (count + _JOB - 1) // _JOB
+        for job in prange(jobs):
+            buf = np.empty(n3 + taps3[v] - 1, image.dtype)
+            acc = np.empty(n3, image.dtype)
+            for r in range(first + job * _JOB, first + min(count, (job + 1) * _JOB)):
+                i = l3[r]
+                _last_run(flat[i], target[i], a3[r], e3[r], src3[v], w3[v, : taps3[v]],
+                          left3[v], sc3[v], f3[v], k[i], t[i], levels[v], buf, acc)  # fmt: skip
+
+
+@njit(parallel=True, cache=True, nogil=True, fastmath=FAST)
+def _strided(
+    x, y, v, slot, ptr, lines, starts, stops, src, w, taps, left, scale, fill
+):  # pragma: no cover
+    """``y = scale * sum_t w[t] * x[src[i + t]]`` along axis ``slot`` of the working
+    layout, on level ``v``'s runs; taps reading the fill add ``w * fill`` (as scipy)."""
+    first, count = ptr[v], ptr[v + 1] - ptr[v]
+    for job in prange((count + _JOB - 1) // _JOB):
+        rows = np.empty(taps[v], np.int64)
+        weights = np.empty(taps[v], y.dtype)
+        for r in range(first + job * _JOB, first + min(count, (job + 1) * _JOB)):
+            _strided_run(x, y, lines[r], starts[r], stops[r], slot, src[v], w[v], taps[v],
+                         left[v], scale[v], fill[v], rows, weights)  # fmt: skip
+
+
+@njit(cache=True, nogil=True, fastmath=FAST, inline="always")
+def _strided_run(
+    x, y, line, a, e, slot, src, w, taps, left, scale, fill, rows, weights
+):  # pragma: no cover
+    """One run of :func:`_strided`.  Fill taps first; the others four rows per sweep
+    over the output (one load and store of it serve four multiply-adds)."""
+    n1, n2 = x.shape[1], x.shape[2]
+    i2 = line % n2
+    i1 = (line // n2) % n1
+    b = line // (n1 * n2)
+    i = i1 if slot == 1 else i2
+    dst = y[b, i1, i2, a:e]
+    filled = dst.dtype.type(0)
+    count = 0
+    if i - left >= 0 and i - left + taps <= (n1 if slot == 1 else n2):
+        for tap in range(taps):  # the window lies inside the axis: no extension
+            rows[tap], weights[tap] = i - left + tap, w[tap]
+        count = taps
+    else:
+        for tap in range(taps):
+            s = src[i + tap]
+            if s < 0:
+                filled += w[tap] * fill
+            else:
+                rows[count], weights[count] = s, w[tap]
+                count += 1
+    dst[:] = filled
+    plane = x[b]
+    for q in range(0, count - 3, 4):
+        _add4(dst, plane, rows, weights, q, i1, i2, a, e, slot)
+    for q in range(count - count % 4, count):
+        row = plane[rows[q], i2, a:e] if slot == 1 else plane[i1, rows[q], a:e]
+        for c in range(e - a):
+            dst[c] += weights[q] * row[c]
+    sc = scale[i]
+    for c in range(e - a):
+        dst[c] *= sc
+
+
+@njit(cache=True, nogil=True, fastmath=FAST, inline="always")
+def _add4(dst, plane, rows, weights, q, i1, i2, a, e, slot):  # pragma: no cover - jitted
+    """``dst += sum of four weighted rows`` (rows ``q .. q + 3``) in one sweep."""
+    if slot == 1:
+        r0, r1 = plane[rows[q], i2, a:e], plane[rows[q + 1], i2, a:e]
+        r2, r3 = plane[rows[q + 2], i2, a:e], plane[rows[q + 3], i2, a:e]
+    else:
+        r0, r1 = plane[i1, rows[q], a:e], plane[i1, rows[q + 1], a:e]
+        r2, r3 = plane[i1, rows[q + 2], a:e], plane[i1, rows[q + 3], a:e]
+    w0, w1, w2, w3 = weights[q], weights[q + 1], weights[q + 2], weights[q + 3]
+    for c in range(e - a):
+        dst[c] += (w0 * r0[c] + w1 * r1[c]) + (w2 * r2[c] + w3 * r3[c])
+
+
+@njit(cache=True, nogil=True, fastmath=FAST, inline="always")
+def _dots(x, o, w, m, acc):  # pragma: no cover - jitted
+    """``acc[c] = sum_t w[t] * x[o + c + t]`` for ``c < m``: one dot product each."""
+    for c in range(m):
+        total = acc.dtype.type(0)
+        for tap in range(w.shape[0]):
+            total += w[tap] * x[o + c + tap]
+        acc[c] = total
+
+
+@njit(cache=True, nogil=True, fastmath=FAST, inline="always")
+def _last_run(row, out, a, e, src, w, left, scale, fill, k, t, level, buf, acc):  # pragma: no cover
+    """The pass along the contiguous axis on one run, added into ``out`` with each
+    pixel's weight of the level (``1 - t`` on its lower level, ``t`` on the next).  A
+    pixel whose weight is 0 is left alone: a NaN it does not mix must not reach it."""
+    m = e - a
+    taps = w.shape[0]
+    if m < taps and a - left >= 0 and e - left + taps - 1 <= row.shape[0]:
+        _dots(row, a - left, w, m, acc)  # a short run inside the line: read in place
+    else:
+        for j in range(m + taps - 1):
+            s = src[a + j]
+            buf[j] = row[s] if s >= 0 else fill
+        if m < taps:
+            _dots(buf, 0, w, m, acc)
+        else:  # a long run: vectorised across outputs, as the global pass
+            acc[:m] = 0
+            for tap in range(taps):
+                wt = w[tap]
+                for c in range(m):
+                    acc[c] += wt * buf[c + tap]
+    for c in range(m):
+        px = a + c
+        weight = t.dtype.type(0)
+        if k[px] == level:
+            weight = 1 - t[px]
+        elif k[px] == level - 1:
+            weight = t[px]
+        if weight != 0:
+            out[px] += weight * (acc[c] * scale[px])

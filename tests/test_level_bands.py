@@ -1,0 +1,205 @@
+"""Level bands (backends/numba/bands.py): each level computed only over the pixels that
+mix it.  The same mix as the tile walk, so the same oracles: the float64 reference
+gather within the tolerance bound, the walk within rounding, and exact NaN reach.
+Maps vary along every axis (tilted, diagonal, radial), where the bands' runs, their
+widening and their unions all matter."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from napari_varblur import gaussian_blur
+from napari_varblur.backends import load
+from napari_varblur.backends.numba import bands
+from napari_varblur.core.spec import BlurSpec
+from napari_varblur.core.taps import map_plan
+from napari_varblur.engine import cost, router, walk
+from test_levels import MODES, adversarial_images, assert_within, exact, random_map
+
+
+@pytest.fixture(autouse=True)
+def any_runs(monkeypatch):
+    """Small test images have short runs: take the bands whatever their length."""
+    monkeypatch.setattr(bands, "MIN_MEAN_RUN", 0)
+
+
+def bands_blur(image, sigma, precision="float64", **kw):
+    """The level bands forced (``None`` when the plan is not diagonal)."""
+    spec = BlurSpec.from_args(image, sigma, backend="numba", precision=precision, **kw)
+    levels, diagonal = cost.levels_for(spec, map_plan(spec))
+    assert diagonal
+    return bands.blur(spec, bands.plan(spec, levels[0]))
+
+
+def walk_blur(image, sigma, precision="float64", **kw):
+    spec = BlurSpec.from_args(image, sigma, backend="numba", precision=precision, **kw)
+    levels, diagonal = cost.levels_for(spec, map_plan(spec))
+    plan = cost.Plan(levels, tuple(spec.shape[a] for a in spec.axes), diagonal, False)
+    return walk.blur(spec, plan, load("numba"))
+
+
+def ramp(shape, direction, low, high):
+    """A map rising from ``low`` to ``high`` along ``direction`` (one weight per axis)."""
+    grids = np.meshgrid(*[np.linspace(0, 1, n) for n in shape], indexing="ij")
+    u = sum(d * g for d, g in zip(direction, grids)) / sum(direction)
+    return low + (high - low) * u
+
+
+def radial(shape, low, high):
+    grids = np.meshgrid(*[np.linspace(-1, 1, n) for n in shape], indexing="ij")
+    return low + (high - low) * np.sqrt(sum(g * g for g in grids) / len(shape))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bound_holds_on_tilted_and_radial_maps_2d(rng, mode):
+    shape = (31, 37)
+    for sigma in (ramp(shape, (0.5, 0.87), 0.3, 5.0), radial(shape, 0.0, 4.0),
+                  random_map(shape, rng)):  # fmt: skip
+        for image in adversarial_images(shape, rng).values():
+            for tolerance in (1e-2, 1e-3):
+                kw = dict(mode=mode, cval=-2.0, tolerance=tolerance)
+                out = bands_blur(image, sigma, **kw)
+                assert_within(out, exact(image, sigma, mode=mode, cval=-2.0), tolerance, image,
+                              mode, -2.0)  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["crop", "wrap", "reflect", "constant"])
+def test_bound_holds_in_3d_diagonal_and_radial(rng, mode):
+    shape = (9, 14, 17)
+    image = adversarial_images(shape, rng)
+    for sigma in (ramp(shape, (2, 1, 1), 0.5, 3.0), radial(shape, 0.2, 3.0)):
+        for name in ("delta", "random"):
+            out = bands_blur(image[name], sigma, mode=mode, tolerance=1e-3)
+            assert_within(out, exact(image[name], sigma, mode=mode), 1e-3, image[name], mode)
+
+
+def test_same_mix_as_the_walk_within_rounding(rng):
+    """Bands and walk mix the same levels with the same weights: only the order of
+    float32 sums differs."""
+    cases = [
+        ((40, 48), ramp((40, 48), (1, 1), 0.5, 6.0), {}),
+        ((40, 48), radial((40, 48), 0.5, 6.0), dict(mode="wrap")),
+        ((10, 20, 24), radial((10, 20, 24), 0.3, 4.0), dict(mode="mirror")),
+        ((3, 12, 30), ramp((12, 30), (1, 3), 0.5, 5.0)[None], dict(axes=(1, 2))),
+        ((12, 5, 30), ramp((12, 30), (2, 1), 0.5, 5.0)[:, None], dict(axes=(0, 2))),
+        ((70,), np.linspace(0.0, 9.0, 70), dict(mode="nearest")),
+    ]
+    for shape, sigma, kw in cases:
+        image = (rng.random(shape) * 100).astype(np.float32)
+        a = bands_blur(image, sigma, precision="float32", tolerance=1e-3, **kw)
+        b = walk_blur(image, sigma, precision="float32", tolerance=1e-3, **kw)
+        assert a.dtype == np.float32 and a.shape == shape
+        np.testing.assert_allclose(a, b, rtol=0, atol=100 * 4e-7)
+
+
+def test_nan_inf_and_nan_cval_reach_exactly_the_exact_pixels(rng):
+    image = rng.random((21, 26))
+    image[4, 5] = np.nan
+    image[15, 0] = np.inf
+    image[0, 20] = -np.inf
+    sigma = ramp(image.shape, (1, 2), 0.0, 3.5)
+    for mode, cval in (("crop", 0.0), ("constant", np.nan), ("wrap", 0.0), ("reflect", 0.0)):
+        expected = exact(image, sigma, mode=mode, cval=cval)
+        out = bands_blur(image, sigma, mode=mode, cval=cval, tolerance=1e-3)
+        assert np.array_equal(np.isnan(out), np.isnan(expected))
+        assert np.array_equal(np.isposinf(out), np.isposinf(expected))
+        assert np.array_equal(np.isneginf(out), np.isneginf(expected))
+        finite = np.isfinite(expected)
+        assert np.abs(out[finite] - expected[finite]).max() <= 1e-3 + 1e-12
+
+
+def test_quantised_maps_are_exact(rng):
+    labels = rng.integers(0, 5, (5, 6, 7))
+    sigma = np.array([0.0, 0.7, 4.0 / 3.0, 2.0, 3.0])[np.kron(labels, np.ones((3, 3, 3), int))]
+    image = rng.random(sigma.shape)
+    image[4, 4, 4] = np.nan
+    for mode in ("crop", "reflect", "wrap"):
+        out = bands_blur(image, sigma, mode=mode)
+        np.testing.assert_allclose(out, exact(image, sigma, mode=mode), rtol=0, atol=1e-12,
+                                   equal_nan=True)  # fmt: skip
+
+
+def test_one_pixel_and_short_axes(rng):
+    for shape, axes in (((1, 30), None), ((1, 30), 1), ((30, 1), 0), ((2, 3, 40), None),
+                        ((2, 30), None), ((1,), None)):  # fmt: skip
+        image = rng.random(shape)
+        blurred = [n for a, n in enumerate(shape) if axes is None or a == axes]
+        sigma = (
+            ramp(shape, (1,) * len(shape), 0.5, 4.0)
+            if axes is None
+            else ramp(shape, [int(a == axes) + 1e-9 for a in range(len(shape))], 0.5, 4.0)
+        )
+        for mode in ("crop", "reflect", "wrap", "nearest"):
+            kw = dict(mode=mode, tolerance=1e-3, axes=axes)
+            spec = BlurSpec.from_args(image, sigma, backend="numba", **kw)
+            if not cost.levels_for(spec, map_plan(spec))[1]:
+                continue  # a map along one axis of several is per-axis: the walk's
+            out = bands_blur(image, sigma, **kw)
+            assert out.shape == shape and len(blurred) >= 1
+            assert_within(out, exact(image, sigma, mode=mode, axes=axes), 1e-3, image, mode)
+
+
+def test_planner_takes_bands_for_a_tilted_map_and_the_result_holds(rng):
+    image = rng.random((384, 384)).astype(np.float32)
+    sigma = ramp(image.shape, (0.5, 0.87), 1.0, 12.0).astype(np.float32)
+    chosen = router.route(BlurSpec.from_args(image, sigma, backend="numba", tolerance=1e-3))
+    assert chosen.kind == "levels" and chosen.plan.bands is not None
+    out = gaussian_blur(image, sigma, backend="numba", tolerance=1e-3)
+    assert_within(out, exact(image, sigma), 1e-3, image, precision="float32")
+
+
+@pytest.fixture
+def bands_always(monkeypatch):
+    """A Numba cost table under which the router always takes the bands it can."""
+    free = replace(cost.NUMBA_COSTS, band_pixel=0.0, band_tap=0.0, run=0.0)
+    monkeypatch.setitem(cost.COSTS, "numba", free)
+
+
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_masked_and_nan_omitting_blurs_route_through_bands(rng, bands_always, precision):
+    image = rng.random((30, 34))
+    mask = rng.random(image.shape) > 0.3
+    image[3, 3] = np.nan
+    sigma = ramp(image.shape, (1, 1), 0.5, 4.0)
+    kw = dict(mask=mask, nan_policy="omit", precision=precision)
+    chosen = router.route(BlurSpec.from_args(image, sigma, tolerance=1e-3, **kw))
+    assert chosen.kind == "levels" and chosen.plan.bands is not None
+    out = gaussian_blur(image, sigma, backend="numba", tolerance=1e-3, **kw)
+    expected = gaussian_blur(image, sigma, backend="reference", **kw)
+    assert np.array_equal(np.isnan(out), np.isnan(expected))
+    # Both sums are within 1e-3 of exact (values in [0, 1], validity in [0, 1]); their
+    # ratio within 1e-3 (1 + 1) / share, the share at least 0.1 here.
+    finite = np.isfinite(expected)
+    assert np.abs(out[finite] - expected[finite]).max() <= 2e-2
+
+
+def test_two_threads_get_what_one_gets(rng):
+    image = rng.random((60, 70)).astype(np.float32)
+    sigma = radial(image.shape, 0.5, 5.0)
+    alone = bands_blur(image, sigma, precision="float32", tolerance=1e-3)
+    results = [None, None]
+
+    def work(i):
+        results[i] = bands_blur(image, sigma, precision="float32", tolerance=1e-3)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r in results:
+        np.testing.assert_array_equal(r, alone)
+
+
+def test_inputs_are_not_modified_and_not_aliased(rng):
+    image = rng.random((20, 24)).astype(np.float32)
+    sigma = ramp(image.shape, (1, 1), 0.5, 3.0).astype(np.float32)
+    before = image.copy(), sigma.copy()
+    out = bands_blur(image, sigma, precision="float32", tolerance=1e-3)
+    assert not np.shares_memory(out, image)
+    np.testing.assert_array_equal(image, before[0])
+    np.testing.assert_array_equal(sigma, before[1])
