@@ -57,20 +57,21 @@ def locate(sigma, k, t, lsig, joined, first, last, truncate, limit):  # pragma: 
     whose sigma is at most the pixel's (its first if none is)."""
     nl = lsig.shape[0]
     top = first.shape[0] - 1
+    square = lsig * lsig
+    inverse = np.zeros(nl)  # 1 / (s1^2 - s0^2) where a level mixes with the next, else 0
+    for j in range(nl - 1):
+        if joined[j]:
+            inverse[j] = 1.0 / (square[j + 1] - square[j])
     for row in prange(sigma.shape[0]):
         for x in range(sigma.shape[1]):
             s = np.float64(sigma[row, x])
-            r = int(min(max(min(np.ceil(truncate * s), limit), 0), top))
-            j = first[r]
-            while j < last[r] and lsig[j + 1] <= s:
+            r = min(np.ceil(truncate * s), limit)
+            b = top if r >= top else (int(r) if r > 0 else 0)
+            j, end = first[b], last[b]
+            while j < end and lsig[j + 1] <= s:
                 j += 1
             k[row, x] = j
-            w = 0.0
-            if joined[j]:
-                lo2 = lsig[j] * lsig[j]
-                up = min(j + 1, nl - 1)
-                w = min(max((s * s - lo2) / (lsig[up] * lsig[up] - lo2), 0.0), 1.0)
-            t[row, x] = w
+            t[row, x] = min(max((s * s - square[j]) * inverse[j], 0.0), 1.0)
 
 
 @njit(parallel=True, cache=True, nogil=True)
