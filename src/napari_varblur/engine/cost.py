@@ -55,6 +55,10 @@ COSTS: dict[str, CostTable] = {"numba": NUMBA_COSTS, "jax": NUMBA_COSTS}
 #: The walk must look this much cheaper than the gather to be chosen: the estimate
 #: is within a factor of about 3 of measured times (calibrate_levels.py).
 MARGIN = 2.0
+#: The walk's estimate ran 1.7-7x under its measured time on the orientation sweep
+#: (``benchmarks/orientation.py``, 2026-12-04: least for a map along rows, most along
+#: the contiguous axis), the bands' within 2x: against bands, the walk's counts thrice.
+WALK_VS_BANDS = 3.0
 #: Candidate tile lengths along an axis where the map varies.
 TILE_LENGTHS = (8, 16, 32, 64, 128, 256, 512)
 MAX_TILES = 4096
@@ -135,7 +139,7 @@ def choose(spec: BlurSpec, costs: CostTable, bands=None) -> Plan | None:
             best = (cost, gather, tiles)
     cost, gather, tiles = best
     if diagonal and bands is not None:
-        found = _bands(spec, levels[0], bands, costs, min(cost, gather / MARGIN))
+        found = _bands(spec, levels[0], bands, costs, min(cost * WALK_VS_BANDS, gather / MARGIN))
         if found is not None:
             return Plan(levels, tiles, diagonal, exact, survey, found)
     if cost * MARGIN >= gather:

@@ -104,6 +104,7 @@ class BandPlan:
     their passes and runs (``None`` where the slot has length 1).  ``taps`` counts the
     multiply-adds (the planner's cost), ``runs`` the runs."""
 
+    axes: tuple[int, ...]
     shape: tuple[int, int, int, int]
     k: np.ndarray
     t: np.ndarray
@@ -119,8 +120,8 @@ def plan(spec: BlurSpec, levels: AxisLevels) -> BandPlan | None:
     three blurred axes, or runs too short to pay off)."""
     if len(spec.axes) > 3 or spec.image.size == 0:
         return None
-    axes = tuple(sorted(spec.axes))
     maps = {m.axis: m for m in map_plan(spec)}
+    axes = _pass_order(spec.axes, np.broadcast_to(maps[spec.axes[0]].sigma, spec.shape))
     dtype = np.dtype(spec.precision)
     shape4 = _shape4(spec.shape, axes)
     k, t = _located(spec, maps[axes[0]].sigma, axes, levels, shape4[3], dtype)
@@ -140,13 +141,13 @@ def plan(spec: BlurSpec, levels: AxisLevels) -> BandPlan | None:
     runs = _slot_runs(runs3, slots, shape4)
     taps = sum(r.work(s.taps) for r, s in zip(runs, slots) if r is not None)
     nruns = sum(len(r.lines) for r in runs if r is not None)
-    return BandPlan(shape4, k, t, used, tuple(slots), runs, taps, nruns)
+    return BandPlan(axes, shape4, k, t, used, tuple(slots), runs, taps, nruns)
 
 
 def blur(spec: BlurSpec, bands: BandPlan) -> np.ndarray:
     """Run a band plan: a new array of ``spec.precision``."""
     dtype = np.dtype(spec.precision)
-    axes = tuple(sorted(spec.axes))
+    axes = bands.axes
     image = kernel_array(working_layout(spec.image, axes), dtype).reshape(bands.shape)
     out = np.zeros(bands.shape, dtype)
     s1, s2, s3 = bands.slots
@@ -166,6 +167,24 @@ def blur(spec: BlurSpec, bands: BandPlan) -> np.ndarray:
 def _args(slot: _Slot, runs: _Runs) -> tuple:
     return (runs.ptr, runs.lines, runs.starts, runs.stops,
             slot.src, slot.weights, slot.taps, slot.left, slot.scale, slot.fill)  # fmt: skip
+
+
+def _pass_order(axes: tuple[int, ...], sigma: np.ndarray) -> tuple[int, ...]:
+    """The blurred axes in the order of the passes: the map's runs (about a pixel per
+    unit of sigma change, at most the axis) from shortest to longest.  The last pass
+    runs along the longest runs, so a level's widening and bookkeeping cost least; the
+    first along the map's fastest change, where widening would cost most (a map along
+    x passes along x first and runs along y)."""
+    stride = [max(1, n // 256) for n in sigma.shape]
+    thin = sigma[tuple(slice(None, None, k) for k in stride)]
+
+    def run(a: int) -> float:
+        if thin.shape[a] < 2:
+            return float(sigma.shape[a])
+        change = float(np.abs(np.diff(thin, axis=a)).mean()) / stride[a]
+        return float(sigma.shape[a]) if change == 0 else min(sigma.shape[a], 1.0 / change)
+
+    return tuple(sorted(sorted(axes), key=run))  # ties: memory order
 
 
 def _shape4(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, int, int, int]:
