@@ -1,9 +1,18 @@
 """Global sigma: one 1-D pass per axis, the last two fused into one sweep over memory.
 
-Each pass copies a block of lines into an extended buffer (so edge modes cost nothing in
-the inner loop) and slides the taps over it with a contiguous innermost loop.  The fused
-sweep has an optional validity ring: the masked global blur sums the valid values and
-their weights at once.
+Every pass is one sum, ``dst[c] = sum_t w[t] * row_t[c]``, over rows that are either the
+lines a pass along a strided axis reads or shifted views of one extended line along the
+contiguous axis.  :func:`_weighted_sum` sums a symmetric kernel (any unfolded Gaussian)
+by mirrored pairs of rows, added before they are multiplied, four pairs per sweep over
+``dst`` (so ``dst`` is loaded and stored once per eight taps), vectorised over ``c``;
+folded kernels (radii beyond short axes) go tap by tap.
+
+The fused sweep over the last two axes filters down the columns first (scipy's order)
+from a ring of input rows that stays in cache, two output rows per sweep over the ring
+(each loaded row feeds both), straight into the middle of an extended row, and then
+along that row: no intermediate image and no copy of a filtered row.  Its masked twin
+also keeps the rows' flags and invalid columns, and sums the validity down the columns
+sparsely where few taps are invalid.
 """
 
 from __future__ import annotations
@@ -67,12 +76,8 @@ def fused_last_two(x: np.ndarray, p0: AxisPass, p1: AxisPass) -> np.ndarray:
     args = []
     for p in (p0, p1):
         args += [p.source(), dtype.type(p.fill), p.weights.astype(dtype), p.scale.astype(dtype)]
-    # Enough runs of rows to balance the threads, each long enough that its first
-    # taps - 1 rows (filtered once more by the run before) cost little.
-    runs = max(1, 4 * numba.get_num_threads() // lines.shape[0])
-    block = max(_FUSED_BLOCK, -(-p0.n // runs))
     with parallel_section():
-        _fused_kernel(lines, out, *args, block)
+        _fused_kernel(lines, out, *args, p1.left, _fused_block(lines.shape))
     return out.reshape(x.shape)
 
 
@@ -104,10 +109,8 @@ def masked_global(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray
         fill, one = fills(p)
         args += [p.source(), dtype.type(fill), p.weights.astype(dtype), p.scale.astype(dtype),
                  dtype.type(one)]  # fmt: skip
-    runs = max(1, 4 * numba.get_num_threads() // lines.shape[0])
-    block = max(_FUSED_BLOCK, -(-p0.n // runs))
     with parallel_section():
-        _fused_masked_kernel(lines, flags, out, den, *args, block)
+        _fused_masked_kernel(lines, flags, out, den, *args, p1.left, _fused_block(lines.shape))
     if len(passes) == 2:
         return out.reshape(spec.shape)
     num, den = out.reshape(spec.shape), den.reshape(spec.shape)
@@ -118,29 +121,210 @@ def masked_global(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray
     return ratio(num, den)
 
 
+def _fused_block(shape: tuple[int, int, int]) -> int:
+    """Output rows per job of a fused sweep: at least ``4 * threads`` jobs where the
+    image has the rows, so the threads stay balanced on a shared machine, and at least
+    ``_FUSED_BLOCK`` rows (each job first fills its ring with ``taps - 1`` rows)."""
+    outer, n0 = shape[:2]
+    runs = max(1, 4 * numba.get_num_threads() // outer)
+    return min(max(_FUSED_BLOCK, -(-n0 // runs)), _FUSED_BLOCK_MAX)
+
+
 #: Output rows handled by one parallel job in a pass along a strided axis, and in the
-#: fused passes along the last two axes.
+#: fused passes along the last two axes (at least, at most).
 _ROW_BLOCK = 32
 _FUSED_BLOCK = 64
-#: The fused passes keep ``taps`` filtered rows in a ring; longer kernels go pass by pass.
+_FUSED_BLOCK_MAX = 256
+#: The fused passes keep ``taps + 1`` input rows in a ring; longer kernels go pass by
+#: pass.
 _FUSED_TAPS = 257
+#: Floats added to a ring row's stride so that the rows of a power-of-two image do not
+#: all fall into the same cache sets (64 bytes: one cache line).
+_RING_PAD = 16
+#: A row lists its invalid columns while they are at most one in this many; a masked
+#: window with more invalid taps than that share sums its validity densely.
+_HOLES_SHARE = 16
+#: Eight valid uint8 flags read as one word.
+_ALL_VALID = np.uint64(0x0101010101010101)
+
+
+# ------------------------------------------------------------------- the tap sums
+
+
+@njit(cache=True, nogil=True)
+def _row(base, start, t, n):  # pragma: no cover - jitted
+    """Row ``t`` of a sum: ``base[start[t] : start[t] + n]``."""
+    s = start[t]
+    return base[s : s + n]
+
+
+@njit(cache=True, nogil=True)
+def _symmetric(w) -> bool:  # pragma: no cover - jitted
+    """Whether the taps mirror around an odd centre (``w[t] == w[-1 - t]``): every
+    unfolded Gaussian does; folded and even-length kernels need not."""
+    taps = w.shape[0]
+    if taps % 2 == 0:
+        return False
+    for t in range(taps // 2):
+        if w[t] != w[taps - 1 - t]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _scaled(scale) -> bool:  # pragma: no cover - jitted
+    """Whether any factor differs from 1 (crop mode's renormalisation)."""
+    for c in range(scale.shape[0]):
+        if scale[c] != 1:
+            return True
+    return False
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
-def _row_pass(row, dst, buf, source, fill, weights, scale):  # pragma: no cover - jitted
-    """One line along the contiguous axis: extend it into ``buf`` (``fill`` where
-    ``source`` is -1), slide the taps, scale.  Vectorised over positions."""
+def _scale(dst, scale):  # pragma: no cover - jitted
+    for c in range(dst.shape[0]):
+        dst[c] *= scale[c]
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _add_one(dst, a, w):  # pragma: no cover - jitted
+    """``dst += w * a``."""
+    for c in range(dst.shape[0]):
+        dst[c] += w * a[c]
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _add_pair(dst, base, start, w, t):  # pragma: no cover - jitted
+    """``dst += w[t] * (row t + its mirror)``: one multiply for two taps."""
     n = dst.shape[0]
-    for j in range(source.shape[0]):
-        s = source[j]
-        buf[j] = row[s] if s >= 0 else fill
+    a, b = _row(base, start, t, n), _row(base, start, w.shape[0] - 1 - t, n)
+    wt = w[t]
+    for c in range(n):
+        dst[c] += wt * (a[c] + b[c])
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _add_four_pairs(dst, base, start, w, t, centre):  # pragma: no cover - jitted
+    """``dst +=`` the pairs ``t .. t + 3`` (each tap and its mirror); with ``centre``,
+    ``dst =`` the centre tap plus those pairs (no sweep to zero ``dst`` first)."""
+    n = dst.shape[0]
+    m = w.shape[0] - 1 - t  # the mirror of tap t
+    a0, a1 = _row(base, start, t, n), _row(base, start, t + 1, n)
+    a2, a3 = _row(base, start, t + 2, n), _row(base, start, t + 3, n)
+    b0, b1 = _row(base, start, m, n), _row(base, start, m - 1, n)
+    b2, b3 = _row(base, start, m - 2, n), _row(base, start, m - 3, n)
+    w0, w1, w2, w3 = w[t], w[t + 1], w[t + 2], w[t + 3]
+    if centre:
+        h = w.shape[0] // 2
+        mid, wm = _row(base, start, h, n), w[h]
+        for c in range(n):
+            dst[c] = wm * mid[c] + (w0 * (a0[c] + b0[c]) + w1 * (a1[c] + b1[c])
+                                    + w2 * (a2[c] + b2[c]) + w3 * (a3[c] + b3[c]))  # fmt: skip
+    else:
+        for c in range(n):
+            dst[c] += (w0 * (a0[c] + b0[c]) + w1 * (a1[c] + b1[c])
+                       + w2 * (a2[c] + b2[c]) + w3 * (a3[c] + b3[c]))  # fmt: skip
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _add_four_pairs2(da, db, base, start, w, t, centre):  # pragma: no cover - jitted
+    """:func:`_add_four_pairs` for two windows at once, ``a`` (rows ``start[:taps]``)
+    and ``b`` (one row on, ``start[1:]``): ten rows loaded for sixteen taps."""
+    n = da.shape[0]
+    m = w.shape[0] - t  # the mirror of tap t in window b
+    l0, l1 = _row(base, start, t, n), _row(base, start, t + 1, n)
+    l2, l3 = _row(base, start, t + 2, n), _row(base, start, t + 3, n)
+    l4 = _row(base, start, t + 4, n)
+    r0, r1 = _row(base, start, m, n), _row(base, start, m - 1, n)
+    r2, r3 = _row(base, start, m - 2, n), _row(base, start, m - 3, n)
+    r4 = _row(base, start, m - 4, n)
+    w0, w1, w2, w3 = w[t], w[t + 1], w[t + 2], w[t + 3]
+    if centre:
+        h = w.shape[0] // 2
+        ma, mb, wm = _row(base, start, h, n), _row(base, start, h + 1, n), w[h]
+        for c in range(n):
+            x1, x2, x3, y1, y2, y3 = l1[c], l2[c], l3[c], r1[c], r2[c], r3[c]
+            da[c] = wm * ma[c] + (w0 * (l0[c] + y1) + w1 * (x1 + y2)
+                                  + w2 * (x2 + y3) + w3 * (x3 + r4[c]))  # fmt: skip
+            db[c] = wm * mb[c] + (w0 * (x1 + r0[c]) + w1 * (x2 + y1)
+                                  + w2 * (x3 + y2) + w3 * (l4[c] + y3))  # fmt: skip
+    else:
+        for c in range(n):
+            x1, x2, x3, y1, y2, y3 = l1[c], l2[c], l3[c], r1[c], r2[c], r3[c]
+            da[c] += w0 * (l0[c] + y1) + w1 * (x1 + y2) + w2 * (x2 + y3) + w3 * (x3 + r4[c])
+            db[c] += w0 * (x1 + r0[c]) + w1 * (x2 + y1) + w2 * (x3 + y2) + w3 * (l4[c] + y3)
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _weighted_sum(dst, base, start, w, symmetric):  # pragma: no cover - jitted
+    """``dst[c] = sum_t w[t] * base[start[t] + c]``: a symmetric kernel by four mirrored
+    pairs of taps per sweep over ``dst``, any other tap by tap.
+
+    Pairs add two float values before they are multiplied: beyond half the largest
+    float the sum overflows where separate products would not.
+    """
+    n = dst.shape[0]
+    h = w.shape[0] // 2
+    if symmetric:
+        grouped = h - h % 4
+        if grouped == 0:  # (else the first sweep of four pairs adds the centre)
+            dst[:] = 0
+            _add_one(dst, _row(base, start, h, n), w[h])
+        for t in range(0, grouped, 4):
+            _add_four_pairs(dst, base, start, w, t, t == 0)
+        for t in range(grouped, h):
+            _add_pair(dst, base, start, w, t)
+        return
+    # Folded kernels (radii beyond short axes): tap by tap.
     dst[:] = 0
-    for t in range(weights.shape[0]):
-        w = weights[t]
-        for i in range(n):
-            dst[i] += w * buf[i + t]
-    for i in range(n):
-        dst[i] *= scale[i]
+    for t in range(w.shape[0]):
+        _add_one(dst, _row(base, start, t, n), w[t])
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _weighted_sums(da, db, base, start, w, symmetric, two):  # pragma: no cover - jitted
+    """:func:`_weighted_sum` into ``da`` over rows ``start[:taps]`` and, when ``two``,
+    into ``db`` over rows ``start[1:]``: a symmetric kernel of nine taps or more sums
+    both windows in one sweep over their rows, so each row is loaded once for two
+    outputs (the rows come from cache, whose bandwidth bounds this sum).  (Each sum
+    is called from one place: every call site is compiled inline, in seconds.)"""
+    h = w.shape[0] // 2
+    dsts = (da, db)
+    if not (two and symmetric and h >= 4):
+        for k in range(1 + two):
+            _weighted_sum(dsts[k], base, start[k:], w, symmetric)
+        return
+    for t in range(0, h - h % 4, 4):
+        _add_four_pairs2(da, db, base, start, w, t, t == 0)
+    for t in range(h - h % 4, h):
+        for k in range(2):
+            _add_pair(dsts[k], base, start[k:], w, t)
+
+
+@njit(cache=True, nogil=True)
+def _extend(buf, source, left, n, fill):  # pragma: no cover - jitted
+    """Fill the ends of an extended line whose middle ``buf[left : left + n]`` holds
+    the line itself: ``buf[j] = line[source[j]]`` (``fill`` where ``source`` is -1).
+    The pass before writes the middle in place, so the line is never copied."""
+    for j in range(left):
+        s = source[j]
+        buf[j] = buf[left + s] if s >= 0 else fill
+    for j in range(left + n, source.shape[0]):
+        s = source[j]
+        buf[j] = buf[left + s] if s >= 0 else fill
+
+
+@njit(cache=True, nogil=True)
+def _ring_starts(start, src, i, rows, slots, stride):  # pragma: no cover - jitted
+    """Where ``rows`` rows from input position ``i`` on start in a ring of ``slots``
+    rows (position ``e`` in slot ``e % slots``); a fill tap reads the fill row in slot
+    ``slots``."""
+    for t in range(rows):
+        slot = (i + t) % slots if src[i + t] >= 0 else slots
+        start[t] = slot * stride
+
+
+# ------------------------------------------------------------------- 1-D passes
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
@@ -148,7 +332,7 @@ def _column_sum(dst, rows, index, weights, fill, sc):  # pragma: no cover - jitt
     """``dst = sc * sum_t weights[t] * rows[index[t]]`` over whole rows (``fill`` where
     ``index`` is -1).  Taps that read the fill value (constant mode) add ``w * cval``
     each, exactly as scipy does: with cval NaN or inf only they make the output
-    non-finite."""
+    non-finite.  (For windows with a fill tap; the others go by :func:`_weighted_sum`.)"""
     dst[:] = 0
     filled = dst.dtype.type(0)
     for t in range(weights.shape[0]):
@@ -166,96 +350,287 @@ def _column_sum(dst, rows, index, weights, fill, sc):  # pragma: no cover - jitt
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=FAST)
 def _rows_kernel(rows, out, source, fill, weights, scale):  # pragma: no cover - jitted
+    """Along the contiguous axis: each row is extended into a buffer (``fill`` where
+    ``source`` is -1) and the taps sum shifted views of the buffer."""
+    symmetric, scaled = _symmetric(weights), _scaled(scale)
+    along = np.arange(weights.shape[0])
     for o in prange(out.shape[0]):
         buf = np.empty(source.shape[0], rows.dtype)
-        _row_pass(rows[o], out[o], buf, source, fill, weights, scale)
+        row = rows[o]
+        for j in range(source.shape[0]):
+            s = source[j]
+            buf[j] = row[s] if s >= 0 else fill
+        _weighted_sum(out[o], buf, along, weights, symmetric)
+        if scaled:
+            _scale(out[o], scale)
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=FAST)
 def _columns_kernel(lines, out, source, fill, weights, scale, block):  # pragma: no cover
-    outer, n = out.shape[:2]
+    """Along a strided axis: each output row sums whole input rows (the other axes
+    flattened)."""
+    outer, n, inner = out.shape
     taps = weights.shape[0]
+    symmetric = _symmetric(weights)
     nblocks = (n + block - 1) // block
     for job in prange(outer * nblocks):
         o = job // nblocks
         i0 = (job % nblocks) * block
+        plane = lines[o].reshape(-1)
+        start = np.empty(taps, np.int64)
+        w = np.empty_like(weights)
         for i in range(i0, min(n, i0 + block)):
-            _column_sum(out[o, i], lines[o], source[i : i + taps], weights, fill, scale[i])
+            index = source[i : i + taps]
+            if index.min() < 0:  # a fill tap (constant mode, near the ends)
+                _column_sum(out[o, i], lines[o], index, weights, fill, scale[i])
+                continue
+            for t in range(taps):
+                start[t] = index[t] * inner
+                w[t] = weights[t] * scale[i]
+            _weighted_sum(out[o, i], plane, start, w, symmetric)
+
+
+# ------------------------------------------------------------------- fused passes
+
+
+@njit(cache=True, nogil=True)
+def _copy_in(ring, plane, src, e, slots, stride):  # pragma: no cover - jitted
+    """Input position ``e`` (a row of ``plane``; nothing for a fill tap) into its ring
+    slot."""
+    if src[e] >= 0:
+        row = plane[src[e]]
+        at = (e % slots) * stride
+        dst = ring[at : at + row.shape[0]]
+        for c in range(row.shape[0]):  # (a slice assignment is slower here)
+            dst[c] = row[c]
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _along(dst, buf, along, src1, left1, fill1, w1, sym1):  # pragma: no cover - jitted
+    """The last pass for one output row: extend ``buf`` (its middle holds the row
+    filtered down the columns) and sum along it (``along``: the taps' offsets)."""
+    _extend(buf, src1, left1, dst.shape[0], fill1)
+    _weighted_sum(dst, buf, along, w1, sym1)
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=FAST)
 def _fused_kernel(
-    lines, out, src0, fill0, w0, scale0, src1, fill1, w1, scale1, block
+    lines, out, src0, fill0, w0, scale0, src1, fill1, w1, scale1, left1, block
 ):  # pragma: no cover
-    """The passes along the last two axes of ``lines`` (outer, n0, n1) in one sweep:
-    each job walks a run of output rows, filtering every input row it needs along the
-    contiguous axis once, into a ring of ``taps`` rows that stays in cache, and sums
-    the ring along the other axis; no intermediate image."""
+    """The passes along the last two axes of ``lines`` (outer, n0, n1) in one sweep.
+
+    Each job walks a run of output rows, two at a time.  Every input row it reads
+    enters a ring of ``taps0 + 1`` rows once (one more slot holds the fill row of
+    constant mode); the two outputs' windows are summed down the columns together,
+    each into the middle of an extended row, then along it into the output.
+    """
     outer, n0, n1 = out.shape
     taps0 = w0.shape[0]
+    slots, stride = taps0 + 1, n1 + _RING_PAD
+    sym0, sym1 = _symmetric(w0), _symmetric(w1)
+    scaled0, scaled1 = _scaled(scale0), _scaled(scale1)
     nblocks = (n0 + block - 1) // block
     for job in prange(outer * nblocks):
         o = job // nblocks
         i0 = (job % nblocks) * block
         i1 = min(n0, i0 + block)
-        ring = np.empty((taps0, n1), out.dtype)
-        buf = np.empty(src1.shape[0], out.dtype)
-        index = np.empty(taps0, np.int64)
+        ring = np.empty((slots + 1) * stride, out.dtype)
+        ring[slots * stride : slots * stride + n1] = fill0
+        bufs = np.empty((2, src1.shape[0]), out.dtype)
+        # (Rows of bufs, then a slice: contiguous views, which the sums vectorise.)
+        mids = (bufs[0, left1 : left1 + n1], bufs[1, left1 : left1 + n1])
+        start, along = np.empty(slots, np.int64), np.arange(w1.shape[0])
         for e in range(i0, i0 + taps0 - 1):
-            if src0[e] >= 0:
-                _row_pass(lines[o, src0[e]], ring[e % taps0], buf, src1, fill1, w1, scale1)
-        for i in range(i0, i1):
-            e = i + taps0 - 1
-            if src0[e] >= 0:
-                _row_pass(lines[o, src0[e]], ring[e % taps0], buf, src1, fill1, w1, scale1)
-            for t in range(taps0):
-                index[t] = (i + t) % taps0 if src0[i + t] >= 0 else -1
-            _column_sum(out[o, i], ring, index, w0, fill0, scale0[i])
+            _copy_in(ring, lines[o], src0, e, slots, stride)
+        for i in range(i0, i1, 2):
+            rows = min(2, i1 - i)
+            for e in range(i + taps0 - 1, i + taps0 - 1 + rows):
+                _copy_in(ring, lines[o], src0, e, slots, stride)
+            _ring_starts(start, src0, i, taps0 + rows - 1, slots, stride)
+            _weighted_sums(mids[0], mids[1], ring, start, w0, sym0, rows == 2)
+            for k in range(rows):
+                if scaled0:
+                    mids[k][:] *= scale0[i + k]
+                _along(out[o, i + k], bufs[k], along, src1, left1, fill1, w1, sym1)
+                if scaled1:
+                    _scale(out[o, i + k], scale1)
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=FAST, error_model="numpy")
 def _fused_masked_kernel(
-    lines, valid, out, den_out, src0, fill0, w0, scale0, one0, src1, fill1, w1, scale1, one1, block
-):  # pragma: no cover
-    """``_fused_kernel`` for a normalised convolution: every input row is split into
-    its valid values (0 where invalid: a NaN there is dropped, not multiplied) and its
-    validity, both filtered into rings, both summed, and divided (0/0: NaN), or the
-    sums kept (``out``, ``den_out``) when ``den_out`` is not empty.  ``valid`` (uint8
-    flags) has one plane, or one per outer index; ``one*`` is the validity of fill
-    taps."""
+    lines, valid, out, den_out, src0, fill0, w0, scale0, one0, src1, fill1, w1, scale1, one1,
+    left1, block,
+):  # pragma: no cover  # fmt: skip
+    """``_fused_kernel`` for a normalised convolution: the valid values (0 where
+    invalid: a NaN there is dropped, not multiplied) and the validity are filtered
+    alike and divided (0/0: NaN), or both sums kept (``out``, ``den_out``) when
+    ``den_out`` is not empty.  ``valid`` (uint8 flags) has one plane, or one per outer
+    index; ``one*`` is the validity of fill taps.
+
+    Each input row enters a ring of values, a ring of flags and a list of its invalid
+    columns; down the columns the validity is summed sparsely
+    (:func:`_validity_down`).  Crop's renormalisation cancels in the ratio: it is
+    applied to kept sums only.
+    """
     outer, n0, n1 = out.shape
     taps0 = w0.shape[0]
+    slots, stride = taps0 + 1, n1 + _RING_PAD
+    sym0, sym1 = _symmetric(w0), _symmetric(w1)
+    keep = den_out.shape[0] > 0
+    scaled0, scaled1 = keep and _scaled(scale0), keep and _scaled(scale1)
     nblocks = (n0 + block - 1) // block
     for job in prange(outer * nblocks):
         o = job // nblocks
         v = o if valid.shape[0] > 1 else 0
         i0 = (job % nblocks) * block
         i1 = min(n0, i0 + block)
-        ring = np.empty((taps0, n1), out.dtype)
-        weight_ring = np.empty((taps0, n1), out.dtype)
-        buf = np.empty(src1.shape[0], out.dtype)
-        values = np.empty(n1, out.dtype)
-        flags = np.empty(n1, out.dtype)
+        values = np.empty((slots + 1) * stride, out.dtype)
+        flags = np.empty((slots + 1) * stride, np.uint8)
+        holes = np.empty((slots + 1, n1 // _HOLES_SHARE + 1), np.int64)
+        counts = np.empty(slots + 1, np.int64)
+        _enter_fill(values, flags, counts, slots * stride, n1, fill0, one0)
+        nums = np.empty((2, src1.shape[0]), out.dtype)
+        dens = np.empty((2, src1.shape[0]), out.dtype)
+        num_mids = (nums[0, left1 : left1 + n1], nums[1, left1 : left1 + n1])
+        den_mids = (dens[0, left1 : left1 + n1], dens[1, left1 : left1 + n1])
         den = np.empty(n1, out.dtype)
-        index = np.empty(taps0, np.int64)
-        for e in range(i0, i1 + taps0 - 1):
-            s = src0[e]
-            if s >= 0:
-                row, ok = lines[o, s], valid[v, s]
-                for c in range(n1):
-                    flags[c] = ok[c]
-                    values[c] = row[c] if ok[c] else 0
-                _row_pass(values, ring[e % taps0], buf, src1, fill1, w1, scale1)
-                _row_pass(flags, weight_ring[e % taps0], buf, src1, one1, w1, scale1)
-            i = e - (taps0 - 1)
-            if i < i0:
-                continue
-            for t in range(taps0):
-                index[t] = (i + t) % taps0 if src0[i + t] >= 0 else -1
-            _column_sum(out[o, i], ring, index, w0, fill0, scale0[i])
-            if den_out.shape[0]:
-                _column_sum(den_out[o, i], weight_ring, index, w0, one0, scale0[i])
-                continue
-            _column_sum(den, weight_ring, index, w0, one0, scale0[i])
-            for c in range(n1):
-                out[o, i, c] /= den[c]
+        low = np.empty(n1, np.int64)
+        start, along = np.empty(slots, np.int64), np.arange(w1.shape[0])
+        ring = (values, flags, holes, counts)
+        for e in range(i0, i0 + taps0 - 1):
+            _enter(ring, lines[o], valid[v], src0, e, slots, stride)
+        for i in range(i0, i1, 2):
+            rows = min(2, i1 - i)
+            for e in range(i + taps0 - 1, i + taps0 - 1 + rows):
+                _enter(ring, lines[o], valid[v], src0, e, slots, stride)
+            _ring_starts(start, src0, i, taps0 + rows - 1, slots, stride)
+            _weighted_sums(num_mids[0], num_mids[1], values, start, w0, sym0, rows == 2)
+            for k in range(rows):
+                _validity_down(den_mids[k], ring, start[k:], w0, stride, low)
+                if scaled0:
+                    num_mids[k][:] *= scale0[i + k]
+                    den_mids[k][:] *= scale0[i + k]
+                num = out[o, i + k]
+                if keep:
+                    den = den_out[o, i + k]
+                _along(num, nums[k], along, src1, left1, fill1, w1, sym1)
+                _along(den, dens[k], along, src1, left1, one1, w1, sym1)
+                if not keep:
+                    for c in range(n1):
+                        num[c] /= den[c]
+                elif scaled1:
+                    _scale(num, scale1)
+                    _scale(den, scale1)
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _enter(ring, plane, ok_plane, src, e, slots, stride):  # pragma: no cover - jitted
+    """Input position ``e`` into its slot of the masked ring ``(values, flags, holes,
+    counts)``: its values (0 where invalid), its flags and the list of its invalid
+    columns (``counts[slot]`` of them, or -1 where they do not fit in ``holes``).
+    Nothing for a fill tap."""
+    values, flags, holes, counts = ring
+    if src[e] < 0:
+        return
+    row, ok = plane[src[e]], ok_plane[src[e]]
+    n, slot = row.shape[0], e % slots
+    dst, flag = values[slot * stride : slot * stride + n], flags[slot * stride : slot * stride + n]
+    zero = dst.dtype.type(0)
+    for c in range(n):  # vectorised: a select, no branch
+        flag[c] = ok[c]
+        dst[c] = row[c] if ok[c] != 0 else zero
+    # Eight flags at a time (a word of valid flags is 0x0101...01): only words with an
+    # invalid pixel are looked into.  No early exit: the list's last entry takes any
+    # overflow, which the count then marks.
+    listed, last = holes[slot], holes.shape[1] - 1
+    k = 0
+    whole = n - n % 8
+    words = ok[:whole].view(np.uint64)
+    for j in range(words.shape[0]):
+        if words[j] != _ALL_VALID:
+            for c in range(8 * j, 8 * j + 8):
+                if ok[c] == 0:
+                    listed[min(k, last)] = c
+                    k += 1
+    for c in range(whole, n):
+        if ok[c] == 0:
+            listed[min(k, last)] = c
+            k += 1
+    counts[slot] = k if k <= last else -1
+
+
+@njit(cache=True, nogil=True)
+def _enter_fill(values, flags, counts, at, n, fill, one):  # pragma: no cover - jitted
+    """The fill row of constant mode (the ring's last slot): ``fill``, valid where
+    ``one`` is not 0; an invalid fill row is not listed (it is never sparse)."""
+    values[at : at + n] = fill
+    flags[at : at + n] = 1 if one != 0 else 0
+    counts[counts.shape[0] - 1] = 0 if one != 0 else -1
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _validity_down(dst, ring, start, w, stride, low):  # pragma: no cover - jitted
+    """``dst[c] = sum_t w[t] * flag_t[c]`` down the window ``start`` of the masked ring.
+
+    Where the window lists few invalid taps: the full weight less the invalid taps'
+    weights, a few scalar updates instead of a sweep per tap.  The columns that lose
+    more than half of their weight that way (``low``) are summed again tap by tap,
+    so cancellation never costs more than the rounding of a sum over half the weight.
+    """
+    flags, holes, counts = ring[1:]
+    taps = w.shape[0]
+    n = dst.shape[0]
+    invalid = 0
+    for t in range(taps):
+        k = counts[start[t] // stride]
+        if k < 0:
+            invalid = n * taps
+            break
+        invalid += k
+    if invalid * _HOLES_SHARE > n * taps:
+        _flag_sum(dst, flags, start, w)
+        return
+    nlow = 0
+    total = dst.dtype.type(0)
+    for t in range(taps):
+        total += w[t]
+    half = total * 0.5
+    dst[:] = total
+    for t in range(taps):
+        slot, wt = start[t] // stride, w[t]
+        for k in range(counts[slot]):
+            c = holes[slot, k]
+            before = dst[c]
+            dst[c] = before - wt
+            if before - wt < half <= before:  # crosses once: weights only go
+                low[nlow] = c
+                nlow += 1
+    for j in range(nlow):
+        c = low[j]
+        exact = dst.dtype.type(0)
+        for t in range(taps):
+            exact += w[t] * flags[start[t] + c]
+        dst[c] = exact
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _flag_sum(dst, flags, start, w):  # pragma: no cover - jitted
+    """``dst[c] = sum_t w[t] * flags[start[t] + c]`` over uint8 flags (converted to
+    floats in the loop), four rows per sweep over ``dst``."""
+    n = dst.shape[0]
+    taps = w.shape[0]
+    f = dst.dtype.type
+    dst[:] = 0
+    t = 0
+    while t + 4 <= taps:
+        a0, a1 = _row(flags, start, t, n), _row(flags, start, t + 1, n)
+        a2, a3 = _row(flags, start, t + 2, n), _row(flags, start, t + 3, n)
+        w0, w1, w2, w3 = w[t], w[t + 1], w[t + 2], w[t + 3]
+        for c in range(n):
+            dst[c] += w0 * f(a0[c]) + w1 * f(a1[c]) + w2 * f(a2[c]) + w3 * f(a3[c])
+        t += 4
+    while t < taps:
+        a0, wt = _row(flags, start, t, n), w[t]
+        for c in range(n):
+            dst[c] += wt * f(a0[c])
+        t += 1
