@@ -11,7 +11,10 @@ memory of the tolerance mode, and global passes against OpenCV.
     .venv/bin/python benchmarks/sweep.py --quick    # small sizes, for a smoke test
 
 Writes ``benchmarks/sweep.json`` and ``benchmarks/sweep.md``, and the plot
-``docs/images/sigma_sweep.png`` (needs matplotlib: ``pip install -e ".[bench]"``).
+``docs/images/sigma_sweep.png`` (needs matplotlib: ``pip install -e ".[bench]"``), with a
+panel of ``orientation.py``'s ratios by map orientation when ``--orientation`` (default
+``benchmarks/orientation_after_1thread.json``) exists; ``--replot`` redraws the plot
+from the JSON alone.
 """
 
 from __future__ import annotations
@@ -206,15 +209,19 @@ def markdown(rows, targets, info) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(rows, path: Path) -> None:
+def plot(rows, path: Path, orientation: Path | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     dims_list = sorted({r["dims"] for r in rows})
-    fig, axes = plt.subplots(1, len(dims_list), figsize=(5.5 * len(dims_list), 4.2))
+    extra = orientation is not None and orientation.exists()
+    panels = len(dims_list) + extra
+    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.2))
     axes = np.atleast_1d(axes)
+    if extra:
+        orientation_panel(axes[-1], json.loads(orientation.read_text())["rows"])
     for ax, dims in zip(axes, dims_list):
         part = [r for r in rows if r["dims"] == dims]
         x = [r["sigma_max"] for r in part]
@@ -237,6 +244,23 @@ def plot(rows, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def orientation_panel(ax, rows) -> None:
+    """``orientation.py``'s rows (its JSON): tolerance 1e-3 and the plain stack over one
+    global blur at sigma max, map by map."""
+    x = np.arange(len(rows))
+    labels = [f"{r['case'].split()[0]} {r['map']}" for r in rows]
+    ax.bar(x - 0.2, [r["tol_over_global"] for r in rows], 0.4, label="tolerance 1e-3")
+    ax.bar(x + 0.2, [r["stack_over_global"] for r in rows], 0.4, label="plain stack (ratio 1.19)")
+    ax.axhline(4, color="k", ls="--", lw=0.8, label="target 4x")
+    ax.axhline(8, color="k", ls=":", lw=0.8, label="bound 8x")
+    ax.set_yscale("log")
+    ax.set_xticks(x, labels, rotation=40, ha="right", fontsize=7)
+    ax.set_ylabel("time / one global blur at sigma max")
+    ax.set_title("by map orientation (orientation.py)")
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+
+
 def machine() -> dict:
     import numba
 
@@ -257,7 +281,15 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     parser.add_argument("--out", default=str(HERE / "sweep.json"))
     parser.add_argument("--plot", default=str(ROOT / "docs" / "images" / "sigma_sweep.png"))
+    parser.add_argument("--orientation", default=str(HERE / "orientation_after_1thread.json"),
+                        help="orientation.py's JSON: a panel by map, if it exists")  # fmt: skip
+    parser.add_argument("--replot", action="store_true",
+                        help="only redraw the plot from the JSON at --out")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.replot:
+        plot(json.loads(Path(args.out).read_text())["sweep"], Path(args.plot),
+             Path(args.orientation))  # fmt: skip
+        return 0
     args.scale = 4 if args.quick else 1
     args.repeats = 1 if args.quick else 3
     s = args.scale
@@ -272,7 +304,7 @@ def main(argv=None) -> int:
                                          indent=1))  # fmt: skip
     Path(args.out).with_suffix(".md").write_text(markdown(rows, targets, info))
     try:
-        plot(rows, Path(args.plot))
+        plot(rows, Path(args.plot), Path(args.orientation))
     except ImportError:
         print("matplotlib is not installed: no plot (pip install -e '.[bench]')")
     print(markdown(rows, targets, info))
