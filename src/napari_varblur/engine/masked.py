@@ -50,9 +50,9 @@ def normalized_convolution(
     """
     counts = fill_counts(cval, omit)
     concrete = xp is np
-    if concrete and counts and mask is None and _all_finite(image):
+    if concrete and counts and mask is None and _finite_sum(image):
         return run(image, cval)  # "omit" on finite data: the plain blur (exactly)
-    valid = valid_pixels(image, mask, omit, xp)
+    valid = valid_pixels(image, mask, omit, xp)  # a finite sum that overflowed: all valid
     if concrete and counts and (valid is None or bool(valid.all())):
         return run(image, cval)  # every tap is valid
     if valid is None:  # only the constant-mode fill is left out
@@ -67,13 +67,14 @@ def normalized_convolution(
     return ratio(num, den, xp)
 
 
-def _all_finite(image: np.ndarray) -> bool:
-    """Whether every value is finite: a finite sum says so without a boolean image
-    (a sum that overflows falls back to the exact check)."""
+def _finite_sum(image: np.ndarray) -> bool:
+    """Whether the sum is finite, which says every value is, in one pass and without a
+    boolean image.  ``False`` may still mean all finite (a sum that overflowed): the
+    caller's validity check finds it, with no second ``isfinite`` pass here."""
     if image.dtype.kind != "f":
         return True
     with np.errstate(over="ignore", invalid="ignore"):
-        return bool(np.isfinite(image.sum())) or bool(np.isfinite(image).all())
+        return bool(np.isfinite(image.sum()))
 
 
 def denominator_shape(spec: BlurSpec, valid: Any) -> tuple[int, ...]:
