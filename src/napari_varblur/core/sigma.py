@@ -12,6 +12,17 @@ import numpy as np
 from .checks import ArgumentError, as_float, is_dask_array, is_number, where
 
 
+def mean_step(sigma: np.ndarray, axis: int) -> float:
+    """How fast a sigma map changes along ``axis``: the mean absolute step between
+    neighbours, on a grid of at most ~256 samples per axis (plenty for a mean); 0 where
+    the map has length 1 there."""
+    if sigma.shape[axis] < 2:
+        return 0.0
+    stride = [max(1, n // 256) for n in sigma.shape]
+    thin = sigma[tuple(slice(None, None, k) for k in stride)]
+    return float(np.abs(np.diff(thin, axis=axis)).mean()) / stride[axis]
+
+
 def check_sigma_values(values: np.ndarray, what: str) -> None:
     """Raise ``ValueError`` if any sigma is NaN, infinite or negative."""
     bad_nan = np.isnan(values)

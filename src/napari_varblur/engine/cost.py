@@ -23,6 +23,7 @@ from ..core.levels import (
     windows,
 )
 from ..core.rules import radius_of
+from ..core.sigma import mean_step
 from ..core.spec import BlurSpec
 from ..core.taps import MapAxis, map_plan
 
@@ -215,17 +216,7 @@ def _range(sigma: np.ndarray) -> tuple[float, float, bool]:
 def _change(spec: BlurSpec, compact: list[np.ndarray]) -> list[float]:
     """How fast each blurred axis's sigma changes: the mean step between neighbours
     along that axis, the largest over the maps (0 where no map varies)."""
-    out = []
-    for a in spec.axes:
-        steps = []
-        for c in compact:
-            if c.shape[a] > 1:
-                # A grid of at most ~256 samples per axis is plenty for a mean step.
-                stride = [max(1, n // 256) for n in c.shape]
-                thin = c[tuple(slice(None, None, k) for k in stride)]
-                steps.append(float(np.abs(np.diff(thin, axis=a)).mean()) / stride[a])
-        out.append(max(steps, default=0.0))
-    return out
+    return [max((mean_step(c, a) for c in compact), default=0.0) for a in spec.axes]
 
 
 def _tile_lengths(maps: list[MapAxis], change: list[float], length: int) -> tuple[int, ...]:

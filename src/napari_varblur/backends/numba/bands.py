@@ -29,6 +29,7 @@ import numpy as np
 from numba import njit, prange
 
 from ...core.levels import AxisLevels
+from ...core.sigma import mean_step
 from ...core.spec import BlurSpec
 from ...core.taps import AxisPass, from_working_layout, level_pass, map_plan, working_layout
 from . import band_runs
@@ -121,7 +122,7 @@ def plan(spec: BlurSpec, levels: AxisLevels) -> BandPlan | None:
     if len(spec.axes) > 3 or spec.image.size == 0:
         return None
     maps = {m.axis: m for m in map_plan(spec)}
-    axes = _pass_order(spec.axes, np.broadcast_to(maps[spec.axes[0]].sigma, spec.shape))
+    axes = _pass_order(spec, np.broadcast_to(maps[spec.axes[0]].sigma, spec.shape))
     dtype = np.dtype(spec.precision)
     shape4 = _shape4(spec.shape, axes)
     k, t = _located(spec, maps[axes[0]].sigma, axes, levels, shape4[3], dtype)
@@ -169,22 +170,18 @@ def _args(slot: _Slot, runs: _Runs) -> tuple:
             slot.src, slot.weights, slot.taps, slot.left, slot.scale, slot.fill)  # fmt: skip
 
 
-def _pass_order(axes: tuple[int, ...], sigma: np.ndarray) -> tuple[int, ...]:
+def _pass_order(spec: BlurSpec, sigma: np.ndarray) -> tuple[int, ...]:
     """The blurred axes in the order of the passes: the map's runs (about a pixel per
     unit of sigma change, at most the axis) from shortest to longest.  The last pass
     runs along the longest runs, so a level's widening and bookkeeping cost least; the
     first along the map's fastest change, where widening would cost most (a map along
     x passes along x first and runs along y)."""
-    stride = [max(1, n // 256) for n in sigma.shape]
-    thin = sigma[tuple(slice(None, None, k) for k in stride)]
 
     def run(a: int) -> float:
-        if thin.shape[a] < 2:
-            return float(sigma.shape[a])
-        change = float(np.abs(np.diff(thin, axis=a)).mean()) / stride[a]
-        return float(sigma.shape[a]) if change == 0 else min(sigma.shape[a], 1.0 / change)
+        change, n = mean_step(sigma, a), float(spec.shape[a])
+        return n if change == 0 else min(n, 1.0 / change)
 
-    return tuple(sorted(sorted(axes), key=run))  # ties: memory order
+    return tuple(sorted(sorted(spec.axes), key=run))  # ties: memory order
 
 
 def _shape4(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, int, int, int]:
