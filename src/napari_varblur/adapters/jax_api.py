@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..backends.jax_xla import native
+from ..backends.jax_xla import has_gpu, native
 from ..core.checks import ArgumentError, is_jax_array, is_traced
 from ..core.levels import MAX_LEVEL_RADIUS
 from ..core.params import fill_doc
@@ -37,7 +37,7 @@ from ..core.spec import (
     normalize_options,
     normalize_radius,
 )
-from ..engine import masked, router
+from ..engine import cost, masked, router
 
 __all__ = ["gaussian_blur"]
 
@@ -181,6 +181,7 @@ def _traced(image, sigma, options: dict, mask, limits):
         tolerance is not None
         and traced_layout(sigma.shape, image.shape, len(blurred)) == "isotropic"
         and max(limits) <= MAX_LEVEL_RADIUS
+        and not (has_gpu() and cost.gather_on_gpu(limits))
     )
 
     def run(values, fill):

@@ -60,6 +60,14 @@ MARGIN = 2.0
 #: (``benchmarks/orientation.py``, 2026-12-04: least for a map along rows, most along
 #: the contiguous axis), the bands' within 2x: against bands, the walk's counts thrice.
 WALK_VS_BANDS = 3.0
+#: On a GPU the exact gather beats a level loop, which pays per level for whole-image
+#: passes and their launches.  Measured on an H200 (2026-12-04,
+#: ``benchmarks/gpu_tolerance.json``, tolerance 1e-3): 2-D 2048² maps up to radius 48
+#: 22 ms exact vs 337 ms by levels, radius 120 (58,081 taps) 0.12 vs 1.45 s; 3-D
+#: 64x128x128 maps up to radius 24 (117,649 taps) 15 vs 175 ms.  The gather grows with
+#: its taps, the loop with the radius: they would meet near 1.4M taps (an estimate).
+#: So on a GPU a tolerance map takes the gather up to this many taps per pixel.
+GPU_GATHER_TAPS = 1_000_000
 #: Candidate tile lengths along an axis where the map varies.
 TILE_LENGTHS = (8, 16, 32, 64, 128, 256, 512)
 MAX_TILES = 4096
@@ -159,6 +167,18 @@ def _bands(spec: BlurSpec, levels: AxisLevels, bands, costs: CostTable, beat: fl
     if found is None:
         return None
     return found if base + costs.band_tap * found.taps + costs.run * found.nruns < beat else None
+
+
+def gather_on_gpu(radii) -> bool:
+    """Whether a GPU should run a map exactly rather than by levels: the gather's
+    window (``radii``, the largest radius per blurred axis) is at most
+    :data:`GPU_GATHER_TAPS` taps."""
+    return math.prod(2 * int(r) + 1 for r in radii) <= GPU_GATHER_TAPS
+
+
+def map_radii(spec: BlurSpec) -> tuple[int, ...]:
+    """The gather's padding (its largest radius) per blurred axis of a map spec."""
+    return tuple(m.pad for m in map_plan(spec))
 
 
 def levels_for(spec: BlurSpec, maps: list[MapAxis]) -> tuple[tuple[AxisLevels, ...], bool] | None:

@@ -45,7 +45,8 @@ def route(spec: BlurSpec) -> Route:
         return Route("global", backend)
     table = cost.COSTS.get(backend.name)
     plan = None
-    if table is not None and backend.correlate:
+    on_gpu = backend.has_gpu() and cost.gather_on_gpu(cost.map_radii(spec))
+    if table is not None and backend.correlate and not on_gpu:
         plan = cost.choose(spec, table, backend.bands)
     return Route("gather", backend) if plan is None else Route("levels", backend, plan)
 
@@ -93,10 +94,12 @@ def blur(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray
 def shared_levels(spec: BlurSpec):
     """The JAX-native API's route for a concrete isotropic map: one level list shared by
     every axis when the map is quantised or a ``tolerance`` allows mixing (a loop of
-    whole-image passes: a good fit for a GPU, and differentiable), else ``None``: the
-    gather.  (No cost model: the level loop is the cheaper program on every map it
-    takes.)"""
+    whole-image passes, differentiable), else ``None``: the gather.  On the CPU the
+    level loop is the cheaper program on every map it takes; on a GPU only where the
+    gather's window is wide (:func:`.cost.gather_on_gpu`)."""
     if spec.sigma_map is None or not spec.isotropic:
+        return None
+    if backends.load("jax").has_gpu() and cost.gather_on_gpu(cost.map_radii(spec)):
         return None
     found = cost.levels_for(spec, map_plan(spec))
     return found[0][0] if found is not None and found[1] else None

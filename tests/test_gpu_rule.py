@@ -1,0 +1,73 @@
+"""On a GPU a tolerance map runs the exact gather (``engine.cost.gather_on_gpu``): an
+H200 ran it 12-16x faster than the level loop (``benchmarks/gpu_tolerance.json``).  This
+CPU machine plays a GPU by swapping the JAX backend's ``has_gpu``; every blur still runs
+for real."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+
+import napari_varblur.jax as vjax
+from napari_varblur.adapters import jax_api
+from napari_varblur.backends import jax_xla
+from napari_varblur.core.spec import BlurSpec
+from napari_varblur.engine import cost, router
+
+RNG = np.random.default_rng(5)
+IMAGE = RNG.random((256, 512)).astype(np.float32)
+# A smooth ramp with more distinct values than levels: the CPU planner mixes levels.
+RAMP = np.broadcast_to(np.linspace(1.0, 8.0, 512, dtype=np.float32), IMAGE.shape).copy()
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    """The JAX backend as if JAX saw a GPU."""
+    monkeypatch.setattr(
+        jax_xla, "BACKEND", dataclasses.replace(jax_xla.BACKEND, has_gpu=lambda: True)
+    )
+    monkeypatch.setattr(jax_api, "has_gpu", lambda: True)
+
+
+def spec(backend: str = "jax") -> BlurSpec:
+    return BlurSpec.from_args(IMAGE, RAMP, tolerance=1e-3, backend=backend)
+
+
+def test_cpu_takes_levels():
+    assert router.route(spec()).kind == "levels"
+    assert router.shared_levels(spec()) is not None
+
+
+def test_gpu_takes_the_gather(gpu):
+    assert router.route(spec()).kind == "gather"
+    assert router.shared_levels(spec()) is None
+    assert router.route(spec("numba")).kind == "levels"  # Numba has no GPU
+
+
+def test_gpu_takes_levels_beyond_the_threshold(gpu, monkeypatch):
+    window = (2 * 24 + 1) ** 2  # the ramp's largest radius is ceil(3 * 8) = 24
+    monkeypatch.setattr(cost, "GPU_GATHER_TAPS", window - 1)
+    assert router.route(spec()).kind == "levels"
+    monkeypatch.setattr(cost, "GPU_GATHER_TAPS", window)
+    assert router.route(spec()).kind == "gather"
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_jax_native_result_is_the_exact_map(gpu, traced):
+    exact = np.asarray(vjax.gaussian_blur(IMAGE, RAMP, max_radius=24))
+    blur = lambda s: vjax.gaussian_blur(IMAGE, s, tolerance=1e-3, max_radius=24)  # noqa: E731
+    out = np.asarray(jax.jit(blur)(RAMP) if traced else blur(RAMP))
+    np.testing.assert_allclose(out, exact, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("traced", [False, True])
+def test_jax_native_on_cpu_mixes_levels(traced):
+    """The guard for the test above: on the CPU the same call mixes levels, which
+    differ from the exact map by more than float32 rounding."""
+    exact = np.asarray(vjax.gaussian_blur(IMAGE, RAMP, max_radius=24))
+    blur = lambda s: vjax.gaussian_blur(IMAGE, s, tolerance=1e-3, max_radius=24)  # noqa: E731
+    out = np.asarray(jax.jit(blur)(RAMP) if traced else blur(RAMP))
+    assert 1e-6 < np.abs(out - exact).max() <= 2e-3 * np.ptp(IMAGE)
