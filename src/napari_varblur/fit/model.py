@@ -49,6 +49,7 @@ class Model:
     modes: tuple
     truncate: float
     masked: bool  # False: every pixel valid (the blur skips the normaliser)
+    affine: bool = True  # fit a gain and an offset between the images
 
     @property
     def grid(self) -> tuple[int, ...]:

@@ -29,9 +29,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._steps import run_to_end
-from ..core.checks import ArgumentError
+from ..core.checks import ArgumentError, choice
 from ..core.spec import normalize_axes, normalize_modes, normalize_nan_policy, normalize_truncate
 from .model import Model, control_basis, penalty
+from .noise import derivative_energy, energy, noise_level
+from .start import scan
 from .validate import (
     check_image_pair,
     check_max_sigma,
@@ -78,7 +80,11 @@ class SigmaFit:
     noise
         Estimated standard deviation of the noise in ``blurred`` (from the residual).
     steps, converged, seconds
-        L-BFGS steps taken, whether the relative change fell below ``tol``, wall time.
+        L-BFGS steps taken; whether the objective fell from its start and its relative
+        change then fell below ``tol``; wall time.
+    gain, offset
+        ``blurred ~ gain * gaussian_blur(sharp, model_map) + offset`` (1 and 0 with
+        ``intensity="none"``).
     """
 
     sigma_map: np.ndarray
@@ -90,6 +96,8 @@ class SigmaFit:
     noise: float
     steps: int
     converged: bool
+    gain: float = 1.0
+    offset: float = 0.0
     seconds: float = field(default=0.0)
 
 
@@ -109,6 +117,7 @@ def fit_sigma_map(
     max_steps: int = 150,
     tol: float = 1e-6,
     max_error: float = 0.1,
+    intensity: str = "affine",
     callback: Callable[[int, float], object] | None = None,
 ) -> SigmaFit:
     """Estimate the sigma map that blurs ``sharp`` into ``blurred``.
@@ -151,6 +160,10 @@ def fit_sigma_map(
     max_error
         A pixel is observable when its standard error is at most ``max_error`` times its
         sigma; elsewhere ``sigma_map`` is NaN.
+    intensity
+        ``"affine"`` (default): also fit one gain and one offset between the images
+        (two acquisitions rarely share both); ``"none"``: the blurred image is the blur
+        of the sharp one as it is.
     callback
         Called as ``callback(step, loss)`` after each step; a true return value stops
         the fit there.
@@ -174,6 +187,7 @@ def fit_sigma_map(
         sharp, blurred, max_sigma=max_sigma, mode=mode, truncate=truncate, axes=axes,
         mask=mask, nan_policy=nan_policy, per_axis=per_axis, spacing=spacing,
         smoothness=smoothness, max_steps=max_steps, tol=tol, max_error=max_error,
+        intensity=intensity,
     )  # fmt: skip
     if callback is None:
         return run_to_end(steps)
@@ -186,7 +200,7 @@ def fit_sigma_map(
 def fit_sigma_map_steps(
     sharp, blurred, *, max_sigma, mode="crop", truncate=3.0, axes=None, mask=None,
     nan_policy="raise", per_axis=False, spacing=16.0, smoothness=1e-3, max_steps=150,
-    tol=1e-6, max_error=0.1,
+    tol=1e-6, max_error=0.1, intensity="affine",
 ) -> Iterator[tuple[int, float]]:  # fmt: skip
     """:func:`fit_sigma_map` as a generator: yields ``(step, loss)`` after each step and
     returns the :class:`SigmaFit` (``StopIteration.value``); ``send(True)`` stops it
@@ -201,6 +215,7 @@ def fit_sigma_map_steps(
     max_error = normalize_number("max_error", max_error)
     tol = normalize_number("tol", tol, strict=False)
     max_steps = normalize_count("max_steps", max_steps)
+    affine = choice("intensity", intensity, ("affine", "none"), "intensity model") == "affine"
     if not isinstance(per_axis, (bool, np.bool_)):
         raise ArgumentError(f"per_axis: expected True or False, got {per_axis!r}")
     given = normalize_axes(axes, sharp.ndim)
@@ -230,9 +245,37 @@ def fit_sigma_map_steps(
         truncate=truncate,
         # A full mask would cost a second blur (the normaliser): only when needed.
         masked=not valid.all(),
+        affine=affine,
     )
+    _check_order(sharp, blurred, valid, blurred_axes)
     steps = _run(model, sharp, blurred, valid, bases, smoothness, max_steps, tol, max_error)
     return _in_given_order(steps, order) if per_axis else steps
+
+
+def _check_order(sharp, blurred, valid, axes) -> None:
+    """Warn when ``blurred`` looks sharper than ``sharp`` (a swapped pair): its share of
+    energy in neighbour differences, less what white noise puts there, is larger."""
+
+    def sharpness(image):
+        spread = float(np.var(image[valid]))
+        if spread == 0:
+            return 0.0
+        noise = noise_level(image, valid, axes) ** 2
+        total = 0.0
+        for a in axes:
+            if image.shape[a] > 1:
+                both = np.take(valid, range(1, image.shape[a]), a) & np.take(
+                    valid, range(image.shape[a] - 1), a
+                )
+                total += float(np.mean(np.diff(image, axis=a)[both] ** 2)) - 2 * noise
+        return total / spread
+
+    if sharpness(blurred) > 1.05 * sharpness(sharp):
+        warnings.warn(
+            "fit_sigma_map: blurred looks sharper than sharp; are they swapped?",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def _in_given_order(steps, order: tuple[int, ...]):
@@ -246,37 +289,169 @@ def _in_given_order(steps, order: tuple[int, ...]):
 
 def _run(model, sharp, blurred, valid, bases, smoothness, max_steps, tol, max_error):
     start = time.perf_counter()
-    scale = float(np.std(blurred[valid])) or 1.0
-    # Both images over one scale: the blur is linear, the objective unit-free.
+    units = Units.of(sharp, blurred, valid, model.affine)
+    x, y = units.sharp(sharp, valid), units.blurred(blurred, valid)
+    nodes, best, misfit = scan(model, x, y, valid, bases, model.affine)
     data = {
         "bases": tuple(jnp.asarray(b, jnp.float32) for b in bases),
-        "x": jnp.asarray(np.where(valid, sharp / scale, 0), jnp.float32),
-        "y": jnp.asarray(np.where(valid, blurred / scale, 0), jnp.float32),
+        "x": jnp.asarray(x, jnp.float32),
+        "y": jnp.asarray(y, jnp.float32),
         "weight": jnp.asarray(valid / valid.sum(), jnp.float32),
         "mask": jnp.asarray(valid),
         "smoothness": jnp.asarray(smoothness, jnp.float32),  # data: no recompile per value
+        "noise_x": jnp.zeros((), jnp.float32),  # the sharp image's noise, found below
     }
-    u = _initial_nodes(model, np.asarray(data["x"]), np.asarray(data["y"]), valid)
+    starts = [_logit(model, nodes), _logit(model, np.full(nodes.shape, best))]
+    if smoothness * float(penalty(starts[0], len(bases))) > misfit:
+        starts.reverse()  # a rough start costs more than it gains: begin flat
     optimiser, step, outputs = _programs(model)
+    history: list[float] = []
+    run = Descent(step, optimiser, data, history, max_steps, tol)
+    u, converged, stopped = yield from run(starts)
+    fell = history[0] - history[-1] > 10 * tol * abs(history[0])
+    # The sharp image's noise biases sigma upwards: measure it on this fit's residual,
+    # then take its term out of the objective and go on from here.
+    noise_x = _sharp_noise(model, outputs(u, data), x, y, valid)
+    if noise_x > 0 and not stopped and len(history) < max_steps:
+        data["noise_x"] = jnp.asarray(noise_x, jnp.float32)
+        u, converged, stopped = yield from run([u])
+    sigma, fitted, sensitivity, value, gain, offset = outputs(u, data)
+    history.append(float(value))
+    if not fell:
+        converged = False
+        _warning(
+            "the objective did not fall from its start (a per-node scan of the sigma "
+            "range): the map is that scan, not a fit; check the pair and max_sigma"
+        )
+    fit = Fitted(np.asarray(sigma), units.fitted(np.asarray(fitted, np.float64)),
+                 np.asarray(sensitivity, np.float64) * units.y_scale, float(gain), float(offset),
+                 noise_x)  # fmt: skip
+    return _result(model, bases, blurred, valid, fit, units, u.size, history, converged,
+                   max_error, start)  # fmt: skip
+
+
+@dataclass
+class Descent:
+    """L-BFGS steps from the first of ``starts`` that moves, appending to ``history``;
+    a generator (``(step, loss)`` out, a true ``send`` stops it) that returns ``(u,
+    converged, stopped)``."""
+
+    step: Callable
+    optimiser: object
+    data: dict
+    history: list
+    max_steps: int
+    tol: float
+
+    def __call__(self, starts):
+        history, converged, stopped = self.history, False, False
+        for u in starts:
+            state, first, calm = _initial_state(self.optimiser, u), len(history), 0
+            for i in range(first, self.max_steps):
+                u, state, value = self.step(u, state, self.data)
+                history.append(float(value))
+                small = i > first and abs(history[-2] - history[-1]) <= self.tol * abs(history[-2])
+                calm = calm + 1 if small else 0
+                converged = calm >= 2  # one short L-BFGS step is not convergence
+                stopped = bool((yield i + 1, history[-1]))
+                if stopped or converged or _stuck(history[first:]):
+                    break
+            # The loss did not move: try the next start (the best single sigma).
+            if stopped or not _stuck(history[first:]) or len(history) >= self.max_steps:
+                break
+        return u, converged, stopped
+
+
+def _sharp_noise(model: Model, outputs, x, y, valid) -> float:
+    """The sharp image's noise (fit units), from both images.
+
+    The sharp image alone gives an upper bound: its pixel-to-pixel scatter (noise, or
+    texture finer than a pixel).  The pair caps it: noise in the sharp image adds
+    ``gain² noise_x² S`` (``S`` the kernels' energy) to the mean squared residual,
+    beyond the blurred image's own noise; texture that is in both images adds nothing.
+    The cap allows for a 10% error in the blurred image's noise level.
+    """
+    sigma, image, _, _, gain, _ = outputs
+    axes = model.blurred_axes
+    scatter = noise_level(x, valid, axes, robust=False)
+    noise_y = noise_level(y, valid, axes, robust=False)
+    weight = valid / valid.sum()
+    residual = float(np.sum(weight * np.where(valid, (np.asarray(image) - y) ** 2, 0)))
+    s = energy(np.asarray(sigma, np.float64), len(model.nodes), model.per_axis,
+               model.max_sigma, model.truncate)  # fmt: skip
+    term = float(gain) ** 2 * float(np.sum(weight * np.broadcast_to(s, valid.shape)))
+    if term <= 0:
+        return 0.0
+    cap = max(residual - noise_y**2 + 0.1 * noise_y**2, 0.0) / term
+    return math.sqrt(min(scatter**2, cap))
+
+
+def _stuck(history: list[float]) -> bool:
+    """Three steps without any change: L-BFGS found no way down from this start."""
+    return len(history) >= 3 and max(history[:3]) - min(history[:3]) <= 1e-7 * abs(history[0])
+
+
+def _logit(model: Model, sigma: np.ndarray) -> jax.Array:
+    f = np.clip(sigma / model.max_sigma, 0.01, 0.95)
+    u = np.log(f / (1 - f))
+    if model.per_axis:
+        u = np.repeat(u[..., None], len(model.nodes), axis=-1)
+    return jnp.asarray(np.broadcast_to(u, model.grid), jnp.float32)
+
+
+def _initial_state(optimiser, u):
     # optax's initial state holds weakly typed scalars, the updated one does not: make
     # them strong now, or the step would compile twice.
-    state = jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.result_type(leaf)),
-                         optimiser.init(u))  # fmt: skip
-    history, converged, calm = [], False, 0
-    for i in range(max_steps):
-        u, state, value = step(u, state, data)
-        history.append(float(value))
-        small = len(history) > 1 and abs(history[-2] - history[-1]) <= tol * abs(history[-2])
-        calm = calm + 1 if small else 0
-        converged = calm >= 2  # one short L-BFGS step is not convergence
-        if (yield i + 1, history[-1]) or converged:
-            break
-    sigma, fitted, sensitivity, value = outputs(u, data)
-    history.append(float(value))
-    fitted = np.asarray(fitted, np.float64) * scale
-    sensitivity = np.asarray(sensitivity, np.float64) * scale
-    return _result(model, bases, blurred, valid, (sigma, fitted, sensitivity), u.size,
-                   history, converged, max_error, start)  # fmt: skip
+    return jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.result_type(leaf)),
+                        optimiser.init(u))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Units:
+    """The fit's units: each image as ``(image - centre) / scale`` over the valid
+    pixels.  With a gain and offset each image gets its own centre and scale (the fit is
+    then free of both); without, both share the blurred image's scale and no centre."""
+
+    x_centre: float
+    x_scale: float
+    y_centre: float
+    y_scale: float
+
+    @classmethod
+    def of(cls, sharp, blurred, valid, affine: bool) -> Units:
+        def spread(a):
+            return float(np.std(a[valid])) or 1.0
+
+        if affine:
+            return cls(float(np.mean(sharp[valid])), spread(sharp),
+                       float(np.mean(blurred[valid])), spread(blurred))  # fmt: skip
+        return cls(0.0, spread(blurred), 0.0, spread(blurred))
+
+    def sharp(self, image, valid):
+        return np.where(valid, (image - self.x_centre) / self.x_scale, 0)
+
+    def blurred(self, image, valid):
+        return np.where(valid, (image - self.y_centre) / self.y_scale, 0)
+
+    def fitted(self, model_image):
+        return self.y_centre + self.y_scale * model_image
+
+    def gain_offset(self, gain: float, offset: float) -> tuple[float, float]:
+        """``blurred ~ gain * blur(sharp) + offset`` in the images' own units."""
+        g = self.y_scale * gain / self.x_scale
+        return g, self.y_centre + self.y_scale * offset - g * self.x_centre
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """The final outputs of the programs, on the host."""
+
+    sigma: np.ndarray
+    image: np.ndarray  # the model image in blurred's units
+    sensitivity: np.ndarray  # d image / d sigma, in blurred's units, one per map
+    gain: float  # in the fit's units
+    offset: float
+    noise_x: float  # the sharp image's noise, in the fit's units
 
 
 @functools.lru_cache(maxsize=8)
@@ -286,13 +461,29 @@ def _programs(model: Model) -> tuple:
 
     k = len(model.nodes)
 
-    def loss(image, u, data):
-        """The objective, given the model image for the nodes ``u``."""
-        r = image - data["y"]
-        return jnp.sum(data["weight"] * r * r) + data["smoothness"] * penalty(u, k)
+    def gain_offset(image, data):
+        if not model.affine:
+            return jnp.ones((), image.dtype), jnp.zeros((), image.dtype)
+        w, y = data["weight"], data["y"]
+        image = jnp.where(data["mask"], image, 0)  # a masked blur is NaN with no valid tap
+        mm, ym = jnp.sum(w * image), jnp.sum(w * y)
+        var = jnp.sum(w * (image - mm) ** 2)
+        gain = jnp.sum(w * (image - mm) * (y - ym)) / jnp.maximum(var, 1e-12)
+        return gain, ym - gain * mm
+
+    def loss(sigma, image, u, data):
+        """The objective: the residual after the best gain and offset (projected out),
+        less the sharp image's expected noise term, plus the penalty."""
+        gain, offset = gain_offset(image, data)
+        r = gain * image + offset - data["y"]
+        s = energy(sigma, k, model.per_axis, model.max_sigma, model.truncate, jnp)
+        bias = (gain * data["noise_x"]) ** 2 * s
+        data_term = jnp.sum(data["weight"] * (r * r - bias))
+        return data_term + data["smoothness"] * penalty(u, k)
 
     def objective(u, data):
-        return loss(model.blur(data["x"], model.sigma(u, data["bases"]), data["mask"]), u, data)
+        sigma = model.sigma(u, data["bases"])
+        return loss(sigma, model.blur(data["x"], sigma, data["mask"]), u, data)
 
     optimiser = optax.lbfgs()
     value_and_grad = optax.value_and_grad_from_state(objective)
@@ -306,8 +497,9 @@ def _programs(model: Model) -> tuple:
 
     @jax.jit
     def outputs(u, data):
-        """The map, the model image and ``J = d blur(x, sigma)(p) / d sigma(p)`` (one
-        per axis map when ``per_axis``, stacked first), and the objective.
+        """The map, the model image (after gain and offset), ``J = gain d blur(x,
+        sigma)(p) / d sigma(p)`` (one per axis map when ``per_axis``, stacked first), the
+        objective, the gain and the offset.
 
         The blur is a gather (each output pixel depends on its own sigma only), so the
         Jacobian is diagonal and one JVP with a tangent of ones gives all of it.
@@ -323,75 +515,80 @@ def _programs(model: Model) -> tuple:
             ones = [jnp.ones_like(sigma)]
         pairs = [jax.jvp(blur, (sigma,), (t,)) for t in ones]  # (model image, J) each
         image = pairs[0][0]
-        return sigma, image, jnp.stack([j for _, j in pairs]), loss(image, u, data)
+        gain, offset = gain_offset(image, data)
+        value = loss(sigma, image, u, data)
+        return sigma, gain * image + offset, gain * jnp.stack([j for _, j in pairs]), value, \
+            gain, offset  # fmt: skip
 
     return optimiser, step, outputs
 
 
-def _initial_nodes(model: Model, sharp, blurred, valid) -> jax.Array:
-    """Every node at the best global sigma of a coarse scan, kept off the bounds.
-
-    The scan runs the engine's global blur on the CPU (Numba): no compile of its own.
-    """
-    from ..adapters.numpy_api import gaussian_blur
-
-    trial = np.linspace(0.05, 0.95, 10)
-    options = model.options(valid)
-
-    def misfit(fraction: float) -> float:
-        out = gaussian_blur(sharp, fraction * model.max_sigma, backend="numba", **options)
-        return float(np.sum(np.where(valid, (out - blurred) ** 2, 0)))
-
-    best = min(trial, key=misfit)
-    return jnp.full(model.grid, np.log(best / (1 - best)), jnp.float32)
-
-
-def _result(model, bases, blurred, valid, outputs, size, history, converged, max_error,
-            start):  # fmt: skip
-    sigma, fitted, sensitivity = outputs
-    residual = np.where(valid, blurred - fitted, np.nan)
+def _result(model, bases, blurred, valid, fit: Fitted, units: Units, size, history, converged,
+            max_error, start):  # fmt: skip
+    residual = np.where(valid, blurred - fit.image, np.nan)
     dof = float(valid.sum()) - size
     # The fit runs in float32: a residual below its rounding is not a noise level.
     floor = np.finfo(np.float32).eps * float(np.abs(blurred[valid]).max())
     noise = math.sqrt(np.nansum(residual**2) / dof) if dof > 0 else math.inf
     noise = max(noise, floor)
-    model_map = np.array(sigma, dtype=np.float32)
-    stderr = _stderr(model, bases, sensitivity, valid, noise)
+    model_map = np.array(fit.sigma, dtype=np.float32)
+    # The sharp image's noise, blurred, inflates the sensitivity: take its mean out.
+    spurious = (units.y_scale * fit.gain * fit.noise_x) ** 2 * derivative_energy(
+        model_map, len(bases), model.per_axis, model.max_sigma, model.truncate
+    )
+    stderr = _stderr(model, bases, fit.sensitivity, spurious, valid, noise)
     # A sigma pinned at max_sigma says "at least this much": not a measurement.
     pinned = model_map >= PINNED * model.max_sigma
     observable = (stderr <= max_error * model_map) & ~pinned
-    if pinned.any():
-        warnings.warn(
-            f"fit_sigma_map: the map reached max_sigma ({model.max_sigma:g}) at "
-            f"{pinned.mean():.1%} of the pixels (marked not observable); raise max_sigma",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-    residual = residual.astype(np.float32)
+    gain, offset = units.gain_offset(fit.gain, fit.offset)
+    _warn(model, pinned, observable, noise, blurred, valid, gain)
     return SigmaFit(
         sigma_map=np.where(observable, model_map, np.nan).astype(np.float32),
         model_map=model_map,
-        residual=residual,
+        residual=residual.astype(np.float32),
         stderr=stderr,
         observable=observable,
         loss=np.asarray(history, np.float64),
         noise=noise,
         steps=len(history) - 1,
         converged=converged,
+        gain=gain,
+        offset=offset,
         seconds=time.perf_counter() - start,
     )
 
 
-def _stderr(model: Model, bases, sensitivity: np.ndarray, valid, noise: float) -> np.ndarray:
-    """Each pixel's standard error: ``noise / sqrt(sum_q F(p, q) J(q)^2)``.
+def _warn(model, pinned, observable, noise, blurred, valid, gain) -> None:
+    """RuntimeWarnings for results that are not what they seem."""
+    spread = float(np.std(blurred[valid]))
+    if pinned.any():
+        _warning(f"the map reached max_sigma ({model.max_sigma:g}) at {pinned.mean():.1%} of "
+                 "the pixels (marked not observable); raise max_sigma")  # fmt: skip
+    if spread > 0 and noise > 0.7 * spread:
+        _warning(f"the residual ({noise:.3g}) is {noise / spread:.0%} of blurred's spread: "
+                 "blurred is not a blur of sharp at these settings (a gain or offset with "
+                 "intensity='none', a shift, another scene?)")  # fmt: skip
+    elif model.affine and gain <= 0:
+        _warning(f"the fitted gain is {gain:.3g}: blurred does not look like a blur of sharp")
+    if not observable.any():
+        _warning("no pixel is observable: the data do not determine the map anywhere")
+
+
+def _warning(message: str) -> None:
+    warnings.warn(f"fit_sigma_map: {message}", RuntimeWarning, stacklevel=5)
+
+
+def _stderr(model: Model, bases, sensitivity, spurious, valid, noise: float) -> np.ndarray:
+    """Each pixel's standard error: ``noise / sqrt(sum_q F(p, q) (J(q)^2 - N(q)))``.
 
     ``F`` is the squared B-spline footprint of the node nearest ``p``, so the sum is the
     information a local fit of that node has (noise only: not the bias of a map that
-    varies faster than the node spacing).  Batch axes add their information.
+    varies faster than the node spacing).  ``N`` is what the sharp image's own noise
+    adds to ``J^2`` on average.  Batch axes add their information.
     """
     out = []
-    for j in sensitivity:
-        info = np.where(valid, j**2, 0.0)
+    for j, extra in zip(sensitivity, spurious):
+        info = np.where(valid, np.maximum(j**2 - extra, 0.0), 0.0)
         info = info.sum(axis=tuple(a for a in range(info.ndim) if a not in model.blurred_axes))
         for i, basis in enumerate(bases):
             info = np.moveaxis(np.tensordot(_footprint(basis), info, axes=(1, i)), 0, i)
