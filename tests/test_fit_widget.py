@@ -1,25 +1,36 @@
 """The "Estimate sigma map" widget and the focus-pair sample in a real napari viewer
 (pytest-qt, Xvfb).
 
-Two real fits (each is mostly JAX compiling, about 15 s on a CPU) run in one test; the
-others replace the fit with a canned one after the library has checked the arguments,
-so they test the widget, not the optimiser.
+Three real fits run (each is mostly JAX compiling, about 15 s on a CPU; the two with the
+same shape and settings share the compiled programs); the other tests replace the fit
+with a canned one after the library has checked the arguments, so they test the widget,
+not the optimiser.
 """
 
 from __future__ import annotations
 
+import logging
 import time
+import warnings
 
 import numpy as np
 import pytest
 
 napari = pytest.importorskip("napari")
 
+from napari.utils.notifications import notification_manager  # noqa: E402
+
 from conftest import PLUGIN, dock  # noqa: E402
 from napari_varblur import fit as fit_module  # noqa: E402
+from napari_varblur import gaussian_blur  # noqa: E402
 from napari_varblur.fit import SigmaFit  # noqa: E402
 from napari_varblur.gui import fit_widget, forms  # noqa: E402
-from napari_varblur.gui.schema import METADATA_KEY, SIGMA_MAP_ROLE, is_sigma_map  # noqa: E402
+from napari_varblur.gui.schema import (  # noqa: E402
+    METADATA_KEY,
+    SIGMA_MAP_ROLE,
+    fitting_sigma_map,
+    is_sigma_map,
+)
 from napari_varblur.sample import focus_pair_sample  # noqa: E402
 
 SCALE, TRANSLATE = (2.0, 0.5), (10.0, -3.0)
@@ -62,10 +73,10 @@ def canned_fit(shape, per_axis=False, hidden=None, value=1.5, steps=3):
     )
 
 
-def fake_steps(monkeypatch, fit=None, delay=0.0, n_steps=3, error=None):
+def fake_steps(monkeypatch, fit=None, delay=0.0, n_steps=3, error=None, warn=()):
     """Let the library check the arguments, then yield ``n_steps`` canned steps (each
-    after ``delay`` s) and return ``fit`` (or raise ``error``).  Returns a record of
-    what happened."""
+    after ``delay`` s), raise the warnings ``warn`` ((message, category) pairs) and
+    return ``fit`` (or raise ``error``).  Returns a record of what happened."""
     record = {"calls": 0, "steps": 0, "finished": False, "kwargs": None}
 
     def steps(**kwargs):
@@ -80,6 +91,8 @@ def fake_steps(monkeypatch, fit=None, delay=0.0, n_steps=3, error=None):
                 if error is not None and i == 2:
                     raise error
                 yield i, 1.0 / i
+            for message, category in warn:
+                warnings.warn(message, category, stacklevel=1)
             record["finished"] = True
             return fit if fit is not None else canned_fit(kwargs["sharp"].shape)
 
@@ -91,6 +104,10 @@ def fake_steps(monkeypatch, fit=None, delay=0.0, n_steps=3, error=None):
 
 def fit_layers(viewer):
     return [lyr for lyr in viewer.layers if METADATA_KEY in lyr.metadata]
+
+
+def notifications_since(start):
+    return [record.message for record in notification_manager.records[start:]]
 
 
 def test_the_widget_docks_from_the_manifest_with_defaults_and_tooltips(viewer):
@@ -307,3 +324,153 @@ def test_the_focus_pair_sample_opens_and_the_widget_picks_the_pair(viewer):
     blur = dock(viewer, "Gaussian blur")
     blur.image.value = sharp
     assert blur.sigma_map.value is None
+
+
+@pytest.mark.parametrize(
+    "part, whole, text",
+    [
+        (0, 100, "0%"),
+        (100, 100, "100%"),
+        (30, 40, "75%"),
+        (1890, 1920, "98%"),
+        (15_232 - 72, 15_232, "99.5%"),  # a whole number would read 100%
+        (99_999, 100_000, ">99.9%"),
+        (99_960, 100_000, ">99.9%"),  # one decimal would read 100.0%
+        (99_940, 100_000, "99.9%"),
+        (3, 1000, "0.3%"),
+        (1, 100_000, "<0.1%"),
+        (0, 0, "0%"),
+    ],
+)
+def test_the_observable_share_reads_0_or_100_percent_only_when_it_is(part, whole, text):
+    assert fit_widget.percent_of(part, whole) == text
+
+
+def test_the_status_does_not_round_one_hidden_pixel_away(viewer, qtbot, monkeypatch):
+    pair_layers(viewer)
+    fake_steps(monkeypatch, canned_fit(SHAPE, hidden=(3, 4)))  # 1 of 1920 not observable
+    widget = dock(viewer, "Estimate sigma map")
+    click_and_wait(qtbot, widget, timeout=20_000)
+    assert widget.status.value.endswith("; 99.9% of pixels observable"), widget.status.value
+
+
+def test_a_fit_that_observes_nothing_adds_no_map_and_sets_an_earlier_one_aside(
+    viewer, qtbot, monkeypatch
+):
+    sharp, _, _ = pair_layers(viewer)
+    blur = dock(viewer, "Gaussian blur")
+    blur.image.value = sharp
+    widget = dock(viewer, "Estimate sigma map")
+    blind = canned_fit(SHAPE, hidden=np.s_[...], value=0.1)  # no pixel observable
+    blind.residual[...] = 0.5
+    start = len(notification_manager.records)
+    fake_steps(monkeypatch, blind)
+    click_and_wait(qtbot, widget, timeout=20_000)
+    # A first fit: the residual and the labels, no map.
+    assert [layer.name for layer in fit_layers(viewer)] == ["cells fit residual",
+                                                            "cells not observable"]  # fmt: skip
+    assert viewer.layers["cells not observable"].data.all()
+    assert "no pixel is observable" in widget.status.value
+    assert "0% of pixels observable" in widget.status.value
+    assert any("no pixel is observable" in m for m in notifications_since(start))
+    assert blur.sigma_map.value is None
+
+    fake_steps(monkeypatch)  # every pixel observable: the map is added
+    click_and_wait(qtbot, widget, timeout=20_000)
+    fitted = viewer.layers["cells sigma map"]
+    assert is_sigma_map(fitted) and blur.sigma_map.value is fitted
+    assert "cells not observable" not in viewer.layers
+
+    # Nothing observable again: the earlier map stays, unchanged, but is no longer a
+    # map the blur widget offers; the residual is updated.
+    fake_steps(monkeypatch, blind)
+    click_and_wait(qtbot, widget, timeout=20_000)
+    assert fitted in viewer.layers and np.all(fitted.data == 1.5)
+    meta = fitted.metadata[METADATA_KEY]
+    assert meta["role"] == SIGMA_MAP_ROLE + fit_widget.SUPERSEDED and not is_sigma_map(fitted)
+    assert fitting_sigma_map(viewer.layers, sharp) is None
+    np.testing.assert_array_equal(viewer.layers["cells fit residual"].data, blind.residual)
+    assert "no pixel is observable" in widget.status.value
+    assert "'cells sigma map' is an earlier fit's" in widget.status.tooltip
+
+    # A fit that observes again takes the same layer back and updates it.
+    fake_steps(monkeypatch, canned_fit(SHAPE, value=2.0))
+    click_and_wait(qtbot, widget, timeout=20_000)
+    assert viewer.layers["cells sigma map"] is fitted and is_sigma_map(fitted)
+    assert np.all(fitted.data == 2.0) and len(viewer.layers) == 4
+    assert widget.status.value.startswith("done") and "no pixel" not in widget.status.value
+
+
+def test_warnings_raised_in_the_fit_reach_the_status_and_the_notifications_once_each(
+    viewer, qtbot, monkeypatch
+):
+    pair_layers(viewer)
+    warned = [("the map reached max_sigma; raise max_sigma", RuntimeWarning),
+              ("the map reached max_sigma; raise max_sigma", RuntimeWarning),
+              ("blurred looks sharper than sharp; are they swapped?", UserWarning),
+              ("some library's old API", DeprecationWarning)]  # fmt: skip
+    widget = dock(viewer, "Estimate sigma map")
+    for _ in range(2):  # a repeat run reports them again
+        fake_steps(monkeypatch, warn=warned)
+        start = len(notification_manager.records)
+        click_and_wait(qtbot, widget, timeout=20_000)
+        expected = [warned[0][0], warned[2][0]]
+        assert widget.last_warnings == expected
+        shown = notifications_since(start)
+        assert shown == [f"VarBlur fit: {message}" for message in expected]
+        lines = widget.status.value.splitlines()
+        assert lines[0].startswith("done") and lines[1:] == [f"warning: {m}" for m in expected]
+        assert "old API" not in widget.status.tooltip
+    assert "cells sigma map" in viewer.layers  # observable: the map is added as before
+
+
+def test_layers_placed_differently_are_warned_about_and_still_fitted(
+    viewer, qtbot, monkeypatch, caplog
+):
+    _, blurred, _ = pair_layers(viewer)
+    blurred.scale = (1.0, 1.0)
+    widget = dock(viewer, "Estimate sigma map")
+    record = fake_steps(monkeypatch)
+    start = len(notification_manager.records)
+    with caplog.at_level(logging.WARNING, logger=fit_widget.__name__):
+        click_and_wait(qtbot, widget, timeout=20_000)
+    assert record["calls"] == 1 and widget.status.value.startswith("done")
+    assert "'cells sharp' and blurred 'cells' differ in scale (2, 0.5) vs (1, 1)" in caplog.text
+    assert any("differ in scale" in m for m in notifications_since(start))
+    assert "differ in scale" in widget.status.value
+    assert "cells sigma map" in viewer.layers
+
+    blurred.scale, blurred.translate = SCALE, (0.0, 0.0)
+    caplog.clear()
+    fake_steps(monkeypatch)
+    click_and_wait(qtbot, widget, timeout=20_000)
+    assert "differ in translate (10, -3) vs (0, 0)" in widget.status.tooltip
+    assert "scale" not in widget.status.tooltip
+
+    blurred.translate = TRANSLATE  # the same place: no warning
+    start = len(notification_manager.records)
+    fake_steps(monkeypatch)
+    click_and_wait(qtbot, widget, timeout=20_000)
+    assert widget.last_warnings == [] and notifications_since(start) == []
+    assert "differ" not in widget.status.value
+
+
+def test_a_real_fit_pinned_at_max_sigma_warns_and_adds_no_map(viewer, qtbot):
+    """Blur beyond max_sigma (test_fit.py's pinned case): the library warns "raise
+    max_sigma" from the worker and no pixel is observable."""
+    sharp = focus_pair_sample(shape=SHAPE)[0]
+    viewer.add_image(sharp, name="cells sharp")
+    viewer.add_image(gaussian_blur(sharp, 4.0, backend="reference"), name="cells")
+    widget = dock(viewer, "Estimate sigma map")
+    # The first real fit's shape and settings: its compiled programs are reused.
+    widget.max_sigma.value, widget.spacing.value, widget.max_steps.value = 3.0, 12.0, 20
+    start = len(notification_manager.records)
+    click_and_wait(qtbot, widget)
+
+    assert widget.status.value.startswith("done"), widget.status.tooltip
+    assert any("raise max_sigma" in message for message in widget.last_warnings)
+    assert "raise max_sigma" in widget.status.tooltip
+    shown = notifications_since(start)
+    assert sum("raise max_sigma" in message for message in shown) == 1, shown
+    assert not any(is_sigma_map(layer) for layer in viewer.layers)
+    assert "cells fit residual" in viewer.layers

@@ -9,17 +9,28 @@ Its layers are tagged in their metadata with the blurred layer's id, so a re-run
 them in place and never touches a layer it did not make:
 
 * ``"<blurred> sigma map"``: the fit's ``model_map`` (finite everywhere), tagged
-  ``role: sigma-map`` so that the blur widget preselects it;
+  ``role: sigma-map`` so that the blur widget preselects it; not added when no pixel is
+  observable (the images are then not a blur pair at these settings), and an earlier
+  fit's map is then re-tagged ``sigma-map-superseded`` (kept, no longer preselected; a
+  later fit that observes something takes it back and updates it);
 * ``"<blurred> fit residual"``: blurred minus the model (NaN at invalid pixels);
 * ``"<blurred> not observable"``: a Labels layer, 1 where the blur is not observable
   (added only when some pixel is not).
 
 With "one map per axis", the map gets a leading axis (one plane per blurred axis) and
 the role ``sigma-map-per-axis``: the blur widget does not take per-axis map layers.
+
+What can make a result wrong reaches the user as a napari notification, a status line
+and a log record: the two layers sitting differently in the world (warned before the
+run, which still runs: the arrays are compared pixel for pixel), the library's own
+warnings (caught in the worker, shown once each on the GUI thread) and a fit that
+observed no pixel.
 """
 
 from __future__ import annotations
 
+import logging
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,12 +43,23 @@ from magicgui.widgets import (
     SpinBox,
 )
 from napari.layers import Image, Labels, Layer
+from napari.utils.notifications import show_warning
 
 from .._version import __version__
 from ..adapters.request import marked_pixels
 from ..core.modes import MODE_NAMES
 from ..fit import SigmaFit, fit_sigma_map_steps
-from .forms import STATUS_TIP, Field, Threaded, axes_picker, build, layer_picker, mask_picker, plain
+from .forms import (
+    STATUS_TIP,
+    Field,
+    Threaded,
+    axes_picker,
+    build,
+    layer_picker,
+    mask_picker,
+    plain,
+    shorten,
+)
 from .layers import DIFFERENCE_COLORMAP, blurred_axes
 from .schema import METADATA_KEY, SIGMA_MAP_ROLE, find_tagged, layer_id, placement, upsert
 
@@ -50,6 +72,17 @@ FIT_KIND = "fit"
 PER_AXIS_ROLE = "sigma-map-per-axis"
 RESIDUAL_ROLE = "fit-residual"
 NOT_OBSERVABLE_ROLE = "fit-not-observable"
+#: Added to an earlier map's role when a later fit of its pair observed no pixel.
+SUPERSEDED = "-superseded"
+#: Why a fit that observed no pixel adds no sigma map.
+NOTHING_OBSERVABLE = (
+    "no pixel is observable: the blurred image is not a blur of the sharp one at these "
+    "settings (check gain/offset, max sigma, the pair's order)"
+)
+#: The most lines the status shows besides the summary (all are in its tooltip).
+STATUS_LINES = 2
+
+logger = logging.getLogger(__name__)
 
 
 #: The fit form's fields, in order.
@@ -97,6 +130,8 @@ class FitWidget(Threaded, Container):
         self._viewer = viewer
         self._worker = None
         self.last_fit: SigmaFit | None = None
+        #: The last run's warnings: the layers' placement, then the library's.
+        self.last_warnings: list[str] = []
         self._assemble(build(self, FIT_FIELDS), "Estimate", "the fit")
 
     # -- choices
@@ -172,13 +207,24 @@ class FitWidget(Threaded, Container):
             if k not in ("sharp", "blurred", "mask")
         }
         settings["mask"] = self.mask.value.name if self.mask.value is not None else None
+        # Warned, not refused: the arrays have the same shape, and the user may know best.
+        notes = [note for note in [placement_mismatch(sharp, blurred)] if note]
+        for note in notes:
+            warn_user(note)
         self._start_fit(
-            steps, args["max_steps"], lambda fit: self._done(fit, sharp, blurred, settings)
+            steps,
+            args["max_steps"],
+            lambda outcome: self._done(outcome, sharp, blurred, settings, notes),
         )
 
     def _start_fit(self, steps, total: int, on_done) -> None:
         def work():
-            return (yield from steps)  # passes the fit's (step, loss) and its result on
+            # Recorded here and shown by _done on the GUI thread; Python's warning state
+            # is process-wide, so this is the worker's whole run (as napari's own is).
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")  # every run reports its own, repeats too
+                fit = yield from steps  # passes the fit's (step, loss) on
+            return fit, distinct_messages(caught)
 
         def progress(out: tuple[int, float]) -> str:
             return f"step {out[0]}/{total}, loss {out[1]:.4g}"
@@ -187,16 +233,113 @@ class FitWidget(Threaded, Container):
                     starting="starting (the first step compiles the model)...")  # fmt: skip
 
     # -- the result
-    def _done(self, fit: SigmaFit, sharp: Image, blurred: Image, settings: dict) -> None:
+    def _done(
+        self, outcome: tuple[SigmaFit, list[str]], sharp: Image, blurred: Image,
+        settings: dict, notes: list[str],
+    ) -> None:  # fmt: skip
+        fit, caught = outcome
         self.last_fit = fit
-        publish_fit(fit, self._viewer, sharp, blurred, settings)
-        state = "converged" if fit.converged else "stopped at max steps (not converged)"
-        observable = 1.0 - float(np.mean(_not_observable(fit)))
-        self.status.value = (
-            f"done: {fit.steps} steps, {state}, {fit.seconds:.1f} s; noise {fit.noise:.3g}; "
-            f"{observable:.0%} of pixels observable"
-        )
-        self.status.tooltip = STATUS_TIP
+        self.last_warnings = [*notes, *caught]
+        for message in caught:  # the notes were shown before the run
+            warn_user(message)
+        made = publish_fit(fit, self._viewer, sharp, blurred, settings)
+        lines = [summary(fit)]
+        if nothing_observable(fit):
+            lines.append(_no_map_reason(made))
+            warn_user(lines[-1])
+        self._show(lines + [f"warning: {message}" for message in self.last_warnings])
+
+    def _show(self, lines: list[str]) -> None:
+        """The summary and the first few further lines in the status, shortened; every
+        line in full in its tooltip."""
+        shown = [lines[0], *(shorten(line) for line in lines[1 : 1 + STATUS_LINES])]
+        if len(lines) > 1 + STATUS_LINES:
+            shown.append(f"and {len(lines) - 1 - STATUS_LINES} more (hover for all)")
+        self.status.value = "\n".join(shown)
+        self.status.tooltip = "\n".join(lines) if len(lines) > 1 else STATUS_TIP
+
+
+def summary(fit: SigmaFit) -> str:
+    """The status line of a finished fit: steps, time, noise and how much is observable."""
+    state = "converged" if fit.converged else "stopped at max steps (not converged)"
+    hidden = _not_observable(fit)
+    share = percent_of(hidden.size - int(np.count_nonzero(hidden)), hidden.size)
+    return (
+        f"done: {fit.steps} steps, {state}, {fit.seconds:.1f} s; noise {fit.noise:.3g}; "
+        f"{share} of pixels observable"
+    )
+
+
+def percent_of(part: int, whole: int) -> str:
+    """``part`` of ``whole`` as a percentage that reads 0% or 100% only when it is: one
+    decimal where a whole number would round there, then "<0.1%" or ">99.9%"."""
+    if part <= 0 or whole <= 0:
+        return "0%"
+    if part >= whole:
+        return "100%"
+    for digits in (0, 1):
+        text = f"{100 * part / whole:.{digits}f}"
+        if 0 < float(text) < 100:
+            return f"{text}%"
+    return "<0.1%" if 2 * part < whole else ">99.9%"
+
+
+def nothing_observable(fit: SigmaFit) -> bool:
+    """Whether the fit observed no pixel (along no axis): its map is no measurement."""
+    return not np.any(fit.observable)
+
+
+def _no_map_reason(made: dict[str, Layer]) -> str:
+    reason = f"no sigma map added: {NOTHING_OBSERVABLE}; the residual shows the misfit"
+    earlier = [made[role + SUPERSEDED] for role in (SIGMA_MAP_ROLE, PER_AXIS_ROLE)
+               if role + SUPERSEDED in made]  # fmt: skip
+    if earlier:
+        reason += f"; {earlier[0].name!r} is an earlier fit's, no longer marked current"
+    return reason
+
+
+def warn_user(message: str) -> None:
+    """A warning as a napari notification (on the GUI thread) and a log record."""
+    show_warning(f"VarBlur fit: {message}")
+    logger.warning(message)
+
+
+def distinct_messages(caught: list[warnings.WarningMessage]) -> list[str]:
+    """The caught warnings' messages, each once and in order; deprecations (notes to
+    developers about some library, not about this fit) left out."""
+    messages: list[str] = []
+    for record in caught:
+        text = str(record.message)
+        deprecation = issubclass(record.category, (DeprecationWarning, PendingDeprecationWarning))
+        if not deprecation and text not in messages:
+            messages.append(text)
+    return messages
+
+
+def placement_mismatch(sharp: Layer, blurred: Layer) -> str | None:
+    """Why the fit may pair the wrong pixels: the two layers sit differently in the
+    world (the fit pairs pixels by index); None when they sit alike."""
+    a, b = placement(sharp), placement(blurred)
+    differ = [key for key in a if not _same_transform(a[key], b[key])]
+    if not differ:
+        return None
+    shown = ", ".join(
+        f"{key} {_numbers(a[key])} vs {_numbers(b[key])}" if key in ("scale", "translate") else key
+        for key in differ
+    )
+    return (
+        f"sharp {sharp.name!r} and blurred {blurred.name!r} differ in {shown}: the fit "
+        "pairs their pixels by index, as if they lined up; check that they show the same place"
+    )
+
+
+def _same_transform(a: Any, b: Any) -> bool:
+    a, b = (np.asarray(getattr(v, "affine_matrix", v), dtype=float) for v in (a, b))
+    return a.shape == b.shape and bool(np.allclose(a, b))
+
+
+def _numbers(values: Any) -> str:
+    return "(" + ", ".join(f"{float(v):g}" for v in np.ravel(values)) + ")"
 
 
 def publish_fit(
@@ -208,7 +351,8 @@ def publish_fit(
 ) -> dict[str, Layer]:
     """Add the fit's layers to ``viewer``, or update those an earlier fit of ``blurred``
     made; returns them by role.  A stale "not observable" layer is removed when every
-    pixel is observable now."""
+    pixel is observable now.  When no pixel is observable, no map is added and an
+    earlier fit's map is re-tagged superseded (returned under that role)."""
     source_id = layer_id(blurred)
 
     def meta(role: str) -> dict[str, Any]:
@@ -253,8 +397,15 @@ def publish_fit(
             "scale": (1.0, *blurred.scale),
             "translate": (0.0, *blurred.translate),
         }
-    out[role] = upsert(viewer, Image, role, source_id, values, name, meta(role),
-                        {**place, **display}, kind=FIT_KIND, keep_name=True)  # fmt: skip
+    if nothing_observable(fit):  # not a measurement: nothing to offer the blur widget
+        earlier = _retag(viewer, source_id, role, role + SUPERSEDED)
+        if earlier is not None:
+            out[role + SUPERSEDED] = earlier
+    else:
+        if viewer is not None and find_tagged(viewer, source_id, role, FIT_KIND) is None:
+            _retag(viewer, source_id, role + SUPERSEDED, role)  # updated, not duplicated
+        out[role] = upsert(viewer, Image, role, source_id, values, name, meta(role),
+                           {**place, **display}, kind=FIT_KIND, keep_name=True)  # fmt: skip
 
     hidden = _not_observable(fit)
     if hidden.any():
@@ -269,6 +420,16 @@ def publish_fit(
         if stale is not None:
             viewer.layers.remove(stale)
     return out
+
+
+def _retag(viewer: napari.Viewer | None, source_id: str, role: str, new: str) -> Layer | None:
+    """Give the layer an earlier fit made for (source, ``role``) the role ``new``;
+    returns it (None if there is none)."""
+    layer = None if viewer is None else find_tagged(viewer, source_id, role, FIT_KIND)
+    if layer is not None:
+        info = {**layer.metadata[METADATA_KEY], "role": new}
+        layer.metadata = {**layer.metadata, METADATA_KEY: info}
+    return layer
 
 
 def _not_observable(fit: SigmaFit) -> np.ndarray:
