@@ -3,7 +3,7 @@ by an independent implementation, with Poisson noise in BOTH images and a gain a
 offset between them.
 
 The blurred image is made by scipy.ndimage (``gaussian_filter``, its own kernel,
-truncate 4, mode reflect) at 32 sigma levels, each pixel taking the level nearest its
+truncate 4, mode reflect) at 128 sigma levels, each pixel taking the level nearest its
 true sigma (so the truth is that level).  Photon counts: the sharp scene has ``--photons``
 at its peak; the blurred one is ``gain * blur + offset`` photons; both are Poisson draws.
 The fit runs with its defaults (``intensity="affine"``, mode reflect) and, for
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-LEVELS = 32
+LEVELS = 128
 
 
 def scene_2d(n: int) -> np.ndarray:

@@ -50,6 +50,7 @@ class Model:
     truncate: float
     masked: bool  # False: every pixel valid (the blur skips the normaliser)
     affine: bool = True  # fit a gain and an offset between the images
+    tolerance: float | None = None  # the objective's blur by levels (None: exact)
 
     @property
     def grid(self) -> tuple[int, ...]:
@@ -78,8 +79,11 @@ class Model:
         tail = s.shape[len(bases) :]
         return jnp.broadcast_to(s.reshape(self.lead + tail), self.shape + tail)
 
-    def blur(self, sharp, sigma, mask):
-        return vjax.gaussian_blur(sharp, sigma, max_radius=self.max_radius, **self.options(mask))
+    def blur(self, sharp, sigma, mask, exact: bool = False):
+        """The model's blur; by levels within ``tolerance`` unless ``exact``."""
+        tolerance = None if exact else self.tolerance
+        return vjax.gaussian_blur(sharp, sigma, max_radius=self.max_radius, tolerance=tolerance,
+                                  **self.options(mask))  # fmt: skip
 
 
 def penalty(u: jax.Array, k: int) -> jax.Array:

@@ -92,3 +92,51 @@ def derivative_energy(sigma, dims: int, per_axis: bool, max_sigma: float, trunca
     if dims > 1:
         out = out + dims * (dims - 1) * c**2 * s ** (dims - 2)
     return out[None]
+
+
+#: Intensity bins for the noise model, and the blur that gives each pixel its intensity.
+BINS = 16
+LOCAL_SIGMA = 2.0
+
+
+def variance_map(image: np.ndarray, valid: np.ndarray, axes: tuple[int, ...], options: dict):
+    """Each pixel's noise variance in ``image`` as a line in its local intensity,
+    ``max(c0 + c1 * local, 0)``: photon noise grows with the signal, camera noise does
+    not.  ``local`` is the image blurred with sigma 2 (masked pixels left out); in
+    each of 16 bins of it the variance is the robust level of the second differences
+    (as :func:`noise_level`), and the line is fitted to the bins by least squares."""
+    from ..adapters.numpy_api import gaussian_blur
+
+    local = gaussian_blur(image, LOCAL_SIGMA, backend="numba", precision="float64", **options)
+    local = np.where(valid, local, 0.0)
+    levels, spread = [], []
+    for a in axes:
+        n = image.shape[a]
+        if n < 3:
+            continue
+        ok = _shifted(valid, a, 0) & _shifted(valid, a, 1) & _shifted(valid, a, 2)
+        d = _shifted(image, a, 0) - 2 * _shifted(image, a, 1) + _shifted(image, a, 2)
+        levels.append(_shifted(local, a, 1)[ok])
+        spread.append(np.abs(d[ok]))
+    if not levels:
+        return np.zeros(image.shape)
+    levels, spread = np.concatenate(levels), np.concatenate(spread)
+    edges = np.quantile(levels, np.linspace(0, 1, BINS + 1))
+    which = np.clip(np.searchsorted(edges, levels, side="right") - 1, 0, BINS - 1)
+    centres, variances = [], []
+    for b in range(BINS):
+        inside = which == b
+        if inside.sum() >= 8:
+            centres.append(float(np.mean(levels[inside])))
+            variances.append((float(np.median(spread[inside])) / 0.6745) ** 2 / 6)
+    if len(centres) < 2:
+        return np.full(image.shape, variances[0] if variances else 0.0)
+    c1, c0 = np.polyfit(centres, variances, 1)
+    return np.where(valid, np.maximum(c0 + c1 * local, 0.0), 0.0)
+
+
+def _shifted(array: np.ndarray, axis: int, i: int) -> np.ndarray:
+    """``array`` along ``axis`` from ``i`` to ``n - 2 + i``: one of a pixel's three
+    neighbours in a second difference."""
+    n = array.shape[axis]
+    return np.take(array, np.arange(i, n - 2 + i), axis=axis)
