@@ -175,7 +175,7 @@ def test_errors_are_one_line_and_nonzero(tmp_path, image, setup, args, message):
     (tmp_path / "bad.tif").write_bytes(b"not a tiff at all")
     os.chdir(tmp_path)
     out = varblur(*args, check_ok=False)
-    assert out.returncode == 1
+    assert out.returncode == 2  # a bad argument or a refused input
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("varblur blur: error: ")
     assert (
@@ -190,7 +190,7 @@ def test_existing_output_needs_overwrite(tmp_path, image):
     np.save(tmp_path / "in.npy", image)
     (tmp_path / "out.npy").write_bytes(b"precious")
     out = varblur(tmp_path / "in.npy", tmp_path / "out.npy", "--sigma", "1", check_ok=False)
-    assert out.returncode == 1 and "exists; pass --overwrite" in out.stderr
+    assert out.returncode == 2 and "exists; pass --overwrite" in out.stderr
     assert (tmp_path / "out.npy").read_bytes() == b"precious"
     varblur(tmp_path / "in.npy", tmp_path / "out.npy", "--sigma", "1", "--overwrite")
     assert np.load(tmp_path / "out.npy").shape == image.shape
@@ -388,7 +388,7 @@ def test_mask_errors_name_the_option(tmp_path, rng, capsys, args, message):
     np.save(tmp_path / "nan.npy", np.full((20, 24), np.nan))
     (tmp_path / "bad.tif").write_bytes(b"not a tiff at all")
     os.chdir(tmp_path)
-    assert cli.main(["blur", "in.npy", "out.npy", "--sigma", "1", *args]) == 1
+    assert cli.main(["blur", "in.npy", "out.npy", "--sigma", "1", *args]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("varblur blur: error: ")
     assert message in lines[0]
@@ -405,7 +405,7 @@ def test_nan_policy_raise_exits_nonzero_with_the_library_message(tmp_path, rng):
     )  # fmt: skip
     with pytest.raises(ValueError) as info:
         gaussian_blur(image, 1.0, nan_policy="raise")
-    assert out.returncode == 1
+    assert out.returncode == 2
     assert out.stderr.strip() == f"varblur blur: error: {info.value}"
     assert not (tmp_path / "out.npy").exists()
     bad = varblur(tmp_path / "in.npy", tmp_path / "out.npy", "--sigma", "1", "--nan-policy",
@@ -434,7 +434,7 @@ def test_integer_output_refuses_nan_instead_of_writing_zeros(tmp_path, capsys):
     np.save(tmp_path / "mask.npy", mask)
     os.chdir(tmp_path)
     args = ["blur", "in.npy", "out.npy", "--sigma", "1", "--mask", "mask.npy"]
-    assert cli.main([*args, "--dtype", "same"]) == 1
+    assert cli.main([*args, "--dtype", "same"]) == 2
     err = capsys.readouterr().err
     assert "--dtype: the result has NaN" in err and "use --dtype float" in err
     assert not (tmp_path / "out.npy").exists()

@@ -1,4 +1,10 @@
-"""Command line: ``varblur demo`` and ``varblur blur`` (also ``python -m napari_varblur``)."""
+"""Command line: ``varblur demo``, ``varblur blur`` and ``varblur fit`` (also ``python -m
+napari_varblur``).
+
+Exit status: 0 done; 1 the run failed (a file system error, a missing optional package);
+2 a bad argument or an input the command refuses (one line on stderr that names it);
+130 interrupted (Ctrl-C): an existing output is never replaced by an interrupted run.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -15,11 +22,15 @@ from .._version import __version__
 from ..core.params import PARAMS, help_of
 from ..core.rules import CONTRACT_TOLERANCE
 from ..core.spec import (
+    BACKENDS,
     NAN_POLICIES,
+    PRECISIONS,
     normalize_channel_axis,
     normalize_tolerance,
 )
 from ..sample import fluorescence_sample
+from .cli_fit import add_fit_parser, fit_command
+from .interrupts import caught_interrupts, committed, raise_if_interrupted
 from .numpy_api import gaussian_blur
 from .request import marked_pixels, sigma_argument
 
@@ -95,12 +106,48 @@ class _Help(argparse.HelpFormatter):
         return text
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line on stderr (``varblur blur: error: --backend: ...``),
+    exit status 2: the usage block argparse prints first buried the message."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message.removeprefix('argument ')}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    """Run ``varblur`` with ``argv`` (default: ``sys.argv[1:]``); return the exit status.
+
+    0 done, 1 failed, 2 a bad argument (one line on stderr), 130 interrupted.  Ctrl-C is
+    handled for the whole run (:mod:`.interrupts`), so it cannot be lost in a callback.
+    Run as the program (``argv`` None), an interrupted run ends the process at once.
+    """
+    with caught_interrupts():
+        try:
+            status = _main(argv)
+        except KeyboardInterrupt:  # while parsing or importing: no command ran yet
+            print("varblur: interrupted", file=sys.stderr)
+            status = 130
+    if status == 130 and argv is None:
+        _exit_now(status)
+    return status
+
+
+def _exit_now(status: int) -> None:
+    """End the process without the interpreter's shutdown, once a run has cleaned up
+    after a Ctrl-C: worker threads still in a Numba kernel held the exit up for as long
+    as a chunk takes, and XLA programs still running crashed it (SIGSEGV)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = _Parser(
         prog="varblur",
         description="Gaussian blur with a global sigma or a per-pixel sigma map: "
         "'varblur demo' checks every backend on the built-in sample, 'varblur blur' "
-        "blurs image files (also: python -m napari_varblur).",
+        "blurs image files, 'varblur fit' estimates a sigma map from a sharp and a blurred "
+        "image (also: python -m napari_varblur).",
     )
     parser.add_argument("--version", action="version", version=f"varblur {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -113,10 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     p_demo.add_argument(
         "--view", action="store_true", help="then open napari with the sample and the widget"
     )
-    _add_blur_parser(sub)
-    args = parser.parse_args(argv)
+    commands = {"blur": _add_blur_parser(sub), "fit": add_fit_parser(sub, _Help)}
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # named by the command's parser: "varblur blur: error: ..."
+        commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "blur":
         return blur_command(args)
+    if args.command == "fit":
+        return run_command("fit", fit_command, args)
     if args.command == "demo":
         if args.size < 8:
             parser.error("--size: must be at least 8")
@@ -166,8 +217,8 @@ BLUR_OPTIONS: tuple[tuple[tuple[str, ...], str, dict[str, Any]], ...] = (
     (("--truncate",), "truncate", dict(type=float, default=3.0)),
     (("--axes",), "axes", dict(type=int, nargs="+")),
     (("--channel-axis",), "channel_axis", {}),
-    (("--backend",), "backend", dict(default="auto")),
-    (("--precision",), "precision", dict(default="float32")),
+    (("--backend",), "backend", dict(choices=BACKENDS, default="auto")),
+    (("--precision",), "precision", dict(choices=PRECISIONS, default="float32")),
     (("--tolerance",), "tolerance", {}),
     (("--world-units",), "world_units", dict(action="store_true")),
     (
@@ -182,13 +233,13 @@ BLUR_OPTIONS: tuple[tuple[tuple[str, ...], str, dict[str, Any]], ...] = (
 _CLI_NOTES = {
     "--mask": "; a file in any INPUT format",
     "--axes": " (default: all)",
-    "--channel-axis": "; 'none' for no such axis (default: the samples axis of an RGB(A) "
-    "TIFF, else none)",
-    "--world-units": " (OME-TIFF/ImageJ pixel sizes)",
+    "--channel-axis": "; 'none' for no such axis (default: the file's: RGB(A) samples, or "
+    "the channel axis of ImageJ, OME-TIFF or OME-Zarr metadata; else none)",
+    "--world-units": " (pixel sizes of OME-TIFF, ImageJ, OME-Zarr or our own outputs)",
 }
 
 
-def _add_blur_parser(sub) -> None:
+def _add_blur_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "blur",
         help="blur an image file (TIFF, Zarr or .npy) chunk by chunk",
@@ -197,28 +248,51 @@ def _add_blur_parser(sub) -> None:
         "at the end, and is never replaced without --overwrite.",
         formatter_class=_Help,
     )
-    p.add_argument("input", help="input image: .tif/.tiff (OME-TIFF too), .zarr or .npy")
-    p.add_argument("output", help="output image: .tif/.tiff, .zarr or .npy")
+    p.add_argument("input", help="input image: .tif/.tiff (RGB(A), ImageJ, OME-TIFF), .zarr "
+                   "(an array, or an OME-Zarr group) or .npy")  # fmt: skip
+    p.add_argument("output", help="output image: .tif/.tiff, .zarr or .npy, written in the "
+                   "input's kind with its metadata (.ome.tif/.ome.zarr: OME)")  # fmt: skip
     for flags, text, keywords in BLUR_OPTIONS:
         described = help_of(text) if text in PARAMS else text
         p.add_argument(*flags, help=described + _CLI_NOTES.get(flags[0], ""), **keywords)
+    return p
 
 
-def blur_command(args) -> int:
-    """Run ``varblur blur``; errors are one line on stderr and exit status 1."""
+def blur_command(args: argparse.Namespace) -> int:
+    """Run ``varblur blur``: errors are one line on stderr (see :func:`run_command`)."""
+    return run_command("blur", _blur_files, args)
+
+
+def run_command(name: str, work: Callable[[argparse.Namespace], int], args) -> int:
+    """``work(args)``, with its errors as one line on stderr and an exit status: 2 for a
+    bad argument or a refused input (the library's ``ValueError``s, an
+    :class:`~.io.ImageFileError`), 1 for a failure (``OSError``, a missing package), 130
+    for Ctrl-C.  Other exceptions are bugs: they keep their traceback."""
+    prefix = f"varblur {name}"
     try:
-        return _blur_files(args)
+        status = work(args)
+        raise_if_interrupted()  # a Ctrl-C held off while an output was moved into place
+        return status
     except KeyboardInterrupt:
-        print("varblur blur: interrupted; no output was written", file=sys.stderr)
+        done = committed()
+        said = f"wrote only {', '.join(done)}" if done else "no output was written"
+        print(f"{prefix}: interrupted; {said}", file=sys.stderr)
         return 130
     except ModuleNotFoundError as err:  # an optional package (distributed, for --scheduler)
         extra = _EXTRAS.get((err.name or "").split(".")[0], "all")
-        print(f"varblur blur: error: {err}; install it with: pip install "
+        print(f"{prefix}: error: {err}; install it with: pip install "
               f"'napari-varblur[{extra}]'", file=sys.stderr)  # fmt: skip
         return 1
-    except (ValueError, TypeError, OSError, ImportError) as err:
-        print(f"varblur blur: error: {err}", file=sys.stderr)
+    except (ValueError, TypeError) as err:  # ArgumentError and ImageFileError among them
+        print(f"{prefix}: error: {_one_line(err)}", file=sys.stderr)
+        return 2
+    except (OSError, ImportError) as err:
+        print(f"{prefix}: error: {_one_line(err)}", file=sys.stderr)
         return 1
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
 
 
 #: Optional packages and the extra that installs each.
@@ -236,7 +310,7 @@ def _channel_argument(text: str | None, source) -> int | None:
     try:
         return int(text)
     except ValueError:
-        raise ValueError(f"channel_axis: expected an int or 'none', got {text!r}") from None
+        raise ValueError(f"--channel-axis: expected an int or 'none', got {text!r}") from None
 
 
 def _tolerance_argument(text: str | None) -> float | None:
@@ -246,7 +320,7 @@ def _tolerance_argument(text: str | None) -> float | None:
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"tolerance: expected a number in (0, 0.1], got {text!r}") from None
+        raise ValueError(f"--tolerance: expected a number in (0, 0.1], got {text!r}") from None
     return normalize_tolerance(value)
 
 
@@ -258,7 +332,7 @@ def _blur_files(args) -> int:
     source, target = Path(args.input), Path(args.output)
     if target.resolve() == source.resolve():
         raise ImageFileError("OUTPUT is the same file as INPUT; write to a new file")
-    image, scale = read_image(source)
+    image, info = read_image(source)
     compiled = backends.compiles(args.backend)
     channel, axes = normalize_channel_axis(
         _channel_argument(args.channel_axis, source), tuple(args.axes) if args.axes else None,
@@ -266,7 +340,7 @@ def _blur_files(args) -> int:
     )  # fmt: skip
     result = gaussian_blur(
         image,
-        _sigma_argument(args, tuple(image.shape), scale, axes),
+        _sigma_argument(args, tuple(image.shape), info.scale, axes),
         mode=args.mode,
         cval=args.cval,
         truncate=args.truncate,
@@ -286,7 +360,8 @@ def _blur_files(args) -> int:
 
         client = Client(args.scheduler)
     try:
-        write_image(result, target, overwrite=args.overwrite, scheduler=client)
+        write_image(result, target, overwrite=args.overwrite, scheduler=client, like=info,
+                    provenance=_blur_record(args, info, channel, axes))  # fmt: skip
     finally:
         if client is not None:
             client.close()
@@ -295,6 +370,24 @@ def _blur_files(args) -> int:
               file=sys.stderr)  # fmt: skip
     print(f"varblur blur: wrote {args.output} {tuple(result.shape)} {result.dtype}")
     return 0
+
+
+#: ``varblur blur``'s options that say where, not how: left out of the record.
+_NOT_RECORDED = ("command", "input", "output", "overwrite", "scheduler")
+
+
+def _blur_record(args, info, channel: int | None, axes: tuple[int, ...]) -> dict[str, Any]:
+    """How ``varblur blur`` made its output (stored in it): every option as given, with
+    the axes and channel axis it blurred by, the input's pixel sizes under
+    ``--world-units``, and the input's own record as ``previous``."""
+    from .io import provenance_record
+
+    parameters = {k: v for k, v in vars(args).items() if k not in _NOT_RECORDED}
+    parameters.update(axes=list(axes), channel_axis=channel)
+    if args.world_units:
+        parameters["pixel_size"] = [info.scale[a] for a in axes]
+    return provenance_record("varblur blur", parameters, source=args.input,
+                             previous=info.provenance)  # fmt: skip
 
 
 def _sigma_argument(args, shape: tuple[int, ...], scale, axes: tuple[int, ...]):

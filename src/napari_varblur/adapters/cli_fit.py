@@ -1,0 +1,283 @@
+"""``varblur fit``: estimate a sigma map from a sharp and a blurred image file.
+
+Reads the pair (any ``varblur blur`` input format), runs
+:func:`napari_varblur.fit_sigma_map` and writes the map (and optionally the residual)
+with the blurred image's metadata.  JAX and optax are imported only when the command
+runs, so ``varblur blur`` never pays for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["add_fit_parser", "fit_command"]
+
+#: ``fit_sigma_map``'s defaults, shown in the help (a test keeps them in step).
+FIT_DEFAULTS: dict[str, Any] = {
+    "mode": "crop",
+    "truncate": 3.0,
+    "nan_policy": "raise",
+    "spacing": 16.0,
+    "smoothness": 1e-3,
+    "max_steps": 150,
+    "tol": 1e-6,
+    "max_error": 0.1,
+}
+
+
+def add_fit_parser(sub, formatter: type[argparse.HelpFormatter]) -> argparse.ArgumentParser:
+    """Add ``varblur fit`` to the ``varblur`` subcommands ``sub``; return its parser."""
+    p = sub.add_parser(
+        "fit",
+        help="estimate a sigma map from a sharp and a blurred image",
+        description="Fit the sigma map that blurs SHARP into BLURRED (fit_sigma_map: a "
+        "smooth B-spline map, least squares by L-BFGS) and write it to OUTPUT (.tif/.tiff, "
+        ".zarr or .npy) with BLURRED's metadata (pixel sizes, units) and a record of the "
+        "fit.  The map is NaN where the blur is not observable (no texture there) unless "
+        "--model-map.  It has the fitted axes only, in the order of --axes (axes not "
+        "fitted, such as channels, share one map): 'varblur blur --sigma-map' takes it "
+        "with the same --axes.  A fit that stops at --max-steps is still written, with a "
+        "warning; exit status 0.",
+        formatter_class=formatter,
+    )
+    p.add_argument("sharp", help="the sharper image: .tif/.tiff (OME-TIFF too), .zarr or .npy")
+    p.add_argument("blurred", help="the blurrier image of the same scene, same shape")
+    p.add_argument("output", help="the sigma map (pixels): .tif/.tiff, .zarr or .npy")
+    p.add_argument("--max-sigma", type=float, required=True, metavar="S",
+                   help="largest sigma the map may take (pixels); choose it above the "
+                   "largest blur you expect: it sets the cost")  # fmt: skip
+    _add_model_options(p)
+    p.add_argument("--model-map", action="store_true",
+                   help="write the finite map the model used everywhere (its smooth "
+                   "continuation where not observable) instead of NaN there")  # fmt: skip
+    p.add_argument(
+        "--residual",
+        metavar="FILE",
+        help="also write BLURRED minus the fitted model (NaN at invalid pixels)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace existing output files")
+    return p
+
+
+def _add_model_options(p: argparse.ArgumentParser) -> None:
+    d = FIT_DEFAULTS
+    p.add_argument("--spacing", type=float, default=d["spacing"],
+                   help="distance between the map's control nodes (pixels, >= 1): the "
+                   "finest detail the map can have")  # fmt: skip
+    p.add_argument(
+        "--smoothness",
+        type=float,
+        default=d["smoothness"],
+        help="weight of the penalty on the map's curvature (>= 0)",
+    )
+    p.add_argument("--mode", default=d["mode"], help="edge mode of the blur, as in varblur blur")
+    p.add_argument(
+        "--truncate",
+        type=float,
+        default=d["truncate"],
+        help="kernel radius in sigmas, as in varblur blur",
+    )
+    p.add_argument("--axes", type=int, nargs="+", help="axes to fit the blur along (default: "
+                   "all but --channel-axis)")  # fmt: skip
+    p.add_argument("--channel-axis", help="an axis never blurred (shares the map); 'none' "
+                   "for none (default: the samples axis of an RGB(A) TIFF, else none)")  # fmt: skip
+    p.add_argument("--mask", metavar="FILE", help="non-zero marks a valid pixel, left out "
+                   "of the fit otherwise (the images' shape or the fitted axes')")  # fmt: skip
+    p.add_argument(
+        "--invert-mask", action="store_true", help="--mask marks the invalid pixels instead"
+    )
+    p.add_argument(
+        "--nan-policy",
+        choices=("raise", "omit"),
+        default=d["nan_policy"],
+        help="a NaN or inf in either image: an error, or an invalid pixel",
+    )
+    p.add_argument(
+        "--per-axis",
+        action="store_true",
+        help="one map per fitted axis (a trailing axis in OUTPUT)",
+    )
+    p.add_argument("--intensity", choices=("affine", "none"),
+                   help="affine: BLURRED may differ from the blurred SHARP by a gain and an "
+                   "offset (fitted); none: it may not (default: affine)")  # fmt: skip
+    p.add_argument("--max-steps", type=int, default=d["max_steps"], help="L-BFGS steps at most")
+    p.add_argument(
+        "--tol",
+        type=float,
+        default=d["tol"],
+        help="converged when the loss changes by less than this (relative)",
+    )
+    p.add_argument(
+        "--max-error",
+        type=float,
+        default=d["max_error"],
+        help="observable where the standard error is at most this share of sigma",
+    )
+
+
+def fit_command(args: argparse.Namespace) -> int:
+    """Run ``varblur fit``; raises on errors (the caller reports them in one line)."""
+    from .io import ImageFileError
+
+    sharp_path, blurred_path, target = Path(args.sharp), Path(args.blurred), Path(args.output)
+    if args.residual and Path(args.residual).resolve() == target.resolve():
+        raise ImageFileError("--residual is the same file as OUTPUT; write to another file")
+    outputs = {"OUTPUT": target, "--residual": Path(args.residual) if args.residual else None}
+    for name, path in outputs.items():
+        if path is not None:
+            _check_target(name, path, (sharp_path, blurred_path), args.overwrite)
+    sharp, _ = _read(sharp_path, "SHARP")
+    blurred, info = _read(blurred_path, "BLURRED")
+    axes = _fit_axes(args, blurred_path, blurred.ndim)
+    fit, caught = _fit(args, sharp, blurred, axes)
+    _summarise(fit, caught, args)
+    record = _fit_record(args, info, axes, fit)
+    result = fit.model_map if args.model_map else fit.sigma_map
+    what = "model map" if args.model_map else "sigma map, NaN where not observable"
+    # A per-axis map's trailing axis has no description in the input's metadata.
+    like = None if args.per_axis else info.select(axes)
+    _write(_fitted_axes(result, axes, args.per_axis), target, like, record, args, what)
+    if args.residual:
+        _write(fit.residual, Path(args.residual), info, record, args, "residual")
+    return 0
+
+
+def _check_target(name: str, path: Path, inputs: tuple[Path, ...], overwrite: bool) -> None:
+    """Refuse an output before the fit, not after it: the fit may take minutes."""
+    from .io import ImageFileError, file_format
+
+    file_format(path)
+    if any(path.resolve() == given.resolve() for given in inputs):
+        raise ImageFileError(f"{name} is the same file as an input; write to a new file")
+    if path.exists() and not overwrite:
+        raise ImageFileError(f"{name}: {str(path)!r} exists; pass --overwrite to replace it")
+    if not path.parent.exists():
+        raise ImageFileError(f"{name}: the folder {str(path.parent)!r} does not exist")
+
+
+def _read(path: Path, name: str) -> tuple[np.ndarray, Any]:
+    """An input as a NumPy array (the fit holds it in memory) and its
+    :class:`~.io.FileInfo`."""
+    from .io import ImageFileError, read_image
+
+    try:
+        data, meta = read_image(path)
+    except ImageFileError as err:
+        raise ImageFileError(f"{name}: {err}") from err
+    return np.asarray(data), meta
+
+
+def _fit_axes(args: argparse.Namespace, source: Path, ndim: int) -> tuple[int, ...]:
+    from ..core.spec import normalize_channel_axis
+    from .cli import _channel_argument
+
+    given = tuple(args.axes) if args.axes else None
+    return normalize_channel_axis(_channel_argument(args.channel_axis, source), given, ndim)[1]
+
+
+def _fit(args: argparse.Namespace, sharp: np.ndarray, blurred: np.ndarray, axes):
+    """Run the fit; return it and the warnings it raised."""
+    from .. import fit_sigma_map
+
+    options = {name: getattr(args, name) for name in FIT_DEFAULTS}
+    if args.intensity is not None:  # only when asked: the library's default otherwise
+        options["intensity"] = args.intensity
+    mask = _mask(args, tuple(blurred.shape), axes)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = fit_sigma_map(
+            sharp, blurred, max_sigma=args.max_sigma, axes=axes, mask=mask,
+            per_axis=args.per_axis, callback=_progress(args.max_steps), **options,
+        )  # fmt: skip
+    return fit, caught
+
+
+def _mask(args: argparse.Namespace, shape: tuple[int, ...], axes) -> np.ndarray | None:
+    from .cli import _read_named
+    from .request import marked_pixels
+
+    if not args.mask:
+        if args.invert_mask:
+            raise ValueError("--invert-mask: needs --mask FILE")
+        return None
+    values = _read_named(args.mask, "--mask")
+    return np.asarray(marked_pixels(values, shape, axes, "--mask", invalid=args.invert_mask))
+
+
+def _progress(max_steps: int):
+    """The fit's callback: stop at a Ctrl-C even one a callback dropped, and show the
+    step on a terminal."""
+    from .interrupts import raise_if_interrupted
+
+    shown = sys.stderr.isatty()
+
+    def on_step(step: int, loss: float) -> bool:
+        raise_if_interrupted()
+        if shown:
+            print(f"\rvarblur fit: step {step}/{max_steps}, loss {loss:.6g}", end="",
+                  file=sys.stderr, flush=True)  # fmt: skip
+        return False
+
+    return on_step
+
+
+def _summarise(fit, caught, args: argparse.Namespace) -> None:
+    """The fit in a few lines on stdout; its warnings one line each on stderr."""
+    if sys.stderr.isatty():
+        print(file=sys.stderr)  # end the progress line
+    state = "converged" if fit.converged else f"not converged (--max-steps {args.max_steps})"
+    print(f"varblur fit: {fit.steps} steps in {fit.seconds:.1f} s, {state}")
+    observable = np.asarray(fit.observable)
+    stderr = np.asarray(fit.stderr)[observable]
+    median = f"{float(np.median(stderr)):.3g} px" if stderr.size else "n/a"
+    print(f"varblur fit: observable at {observable.mean():.1%} of the pixels; median "
+          f"standard error there {median}; noise {fit.noise:.3g}")  # fmt: skip
+    if getattr(fit, "gain", None) is not None:
+        print(f"varblur fit: intensity gain {fit.gain:.4g}, offset {fit.offset:.4g}")
+    for warning in caught:
+        text = " ".join(str(warning.message).split()).removeprefix("fit_sigma_map: ")
+        print(f"varblur fit: warning: {text}", file=sys.stderr)
+    if not fit.converged:
+        print(f"varblur fit: warning: stopped after {fit.steps} steps before converging; "
+              "the map is written, but check it or raise --max-steps", file=sys.stderr)  # fmt: skip
+
+
+def _fitted_axes(values: np.ndarray, axes: tuple[int, ...], per_axis: bool) -> np.ndarray:
+    """The map of the fitted axes, in the order of ``axes`` (``varblur blur
+    --sigma-map``'s): the axes not fitted share one map, so their first index is it."""
+    ndim = values.ndim - per_axis
+    one = values[tuple(slice(None) if a in axes else 0 for a in range(ndim))]
+    order = [sorted(axes).index(a) for a in axes]
+    return one.transpose(order + [len(axes)] * per_axis)
+
+
+#: ``varblur fit``'s options that say where, not how: left out of the record.
+_NOT_RECORDED = ("command", "blurred", "output", "residual", "overwrite")
+
+
+def _fit_record(args: argparse.Namespace, info, axes: tuple[int, ...], fit) -> dict[str, Any]:
+    """How the map was made (stored in it): the options, the fitted axes, and the fit's
+    outcome."""
+    from .io import provenance_record
+
+    parameters = {k: v for k, v in vars(args).items() if k not in _NOT_RECORDED}
+    parameters.update(axes=list(axes), steps=fit.steps, converged=fit.converged,
+                      noise=fit.noise, observable=float(np.mean(fit.observable)))  # fmt: skip
+    return provenance_record("varblur fit", parameters, source=args.blurred,
+                             previous=info.provenance)  # fmt: skip
+
+
+def _write(values: np.ndarray, path: Path, like, record, args, what: str) -> None:
+    import dask.array as da
+
+    from .io import write_image
+
+    array = da.from_array(np.ascontiguousarray(values, dtype=np.float32))
+    write_image(array, path, overwrite=args.overwrite, like=like, provenance=record)
+    print(f"varblur fit: wrote {path} {tuple(array.shape)} float32: {what}")
