@@ -13,6 +13,7 @@ import pytest
 from napari_varblur.adapters import cli
 from napari_varblur.adapters.cli_fit import FIT_DEFAULTS
 from napari_varblur.sample import focus_pair_sample
+from test_cli import _status
 
 tifffile = pytest.importorskip("tifffile")
 
@@ -87,13 +88,6 @@ def test_fit_model_map_is_finite_and_goes_to_npy(pair, jax_cache):
     model = np.load(folder / "model.npy")
     assert model.shape == truth.shape and np.isfinite(model).all()
     assert np.median(np.abs(model - truth) / truth) < 0.1
-
-
-def _status(argv: list[str]) -> int:
-    try:
-        return cli.main(argv)
-    except SystemExit as done:
-        return done.code
 
 
 @pytest.mark.parametrize(

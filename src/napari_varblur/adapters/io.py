@@ -718,13 +718,21 @@ def _plain_tiff_options(result, like: FileInfo, record, samples) -> dict[str, An
     axes = _written_axes(like, samples)
     if axes:
         meta["axes"] = axes
-    if like.scale is not None:
-        meta["scale"] = list(like.scale)
-    if like.units is not None:
-        meta["units"] = list(like.units)
-    if record is not None:
-        meta[RECORD_KEY] = record
+    meta.update(_own_keys(like, record))
     return {"metadata": meta}
+
+
+def _own_keys(like: FileInfo, record) -> dict[str, Any]:
+    """Pixel sizes, units and the record under our own keys (plain TIFF and Zarr have
+    no standard place for them)."""
+    keys: dict[str, Any] = {}
+    if like.scale is not None:
+        keys["scale"] = list(like.scale)
+    if like.units is not None:
+        keys["units"] = list(like.units)
+    if record is not None:
+        keys[RECORD_KEY] = record
+    return keys
 
 
 def _imagej_options(result, like: FileInfo, record, samples) -> dict[str, Any]:
@@ -823,13 +831,7 @@ def _write_zarr(result, temp: Path, scheduler, like: FileInfo, record) -> None:
     import zarr
 
     zarr_format = like.extra.get("zarr_format", 3)
-    attrs: dict[str, Any] = {}
-    if like.scale is not None:
-        attrs["scale"] = list(like.scale)
-    if like.units is not None:
-        attrs["units"] = list(like.units)
-    if record is not None:
-        attrs[RECORD_KEY] = record
+    attrs: dict[str, Any] = _own_keys(like, record)
     names, layout = _dimension_names(like, result.ndim), {}
     if names and zarr_format == 3:
         layout["dimension_names"] = names
