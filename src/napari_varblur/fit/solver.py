@@ -47,8 +47,10 @@ __all__ = ["SigmaFit", "fit_sigma_map", "fit_sigma_map_steps"]
 
 #: A sigma at or above this share of ``max_sigma`` is pinned at the bound.
 PINNED = 0.995
-#: The objective's tolerance on the CPU (a share of the value range, as ``tolerance=``).
-TOLERANCE = 1e-3
+#: The objective's tolerances on the CPU (shares of the value range, as ``tolerance=``),
+#: and the share of the blurred image's noise the chosen one stays under.
+TOLERANCES = (1e-4, 3e-4, 1e-3, 3e-3)
+NOISE_SHARE = 1 / 3
 #: The share of the blurred image's noise variance that its estimate may be off by.
 SLACK = 0.1
 #: The fields of a per-axis fit that have a trailing axis per blurred axis.
@@ -250,22 +252,30 @@ def fit_sigma_map_steps(
         # A full mask would cost a second blur (the normaliser): only when needed.
         masked=not valid.all(),
         affine=affine,
-        tolerance=None if per_axis else objective_tolerance(),
+        tolerance=None if per_axis else objective_tolerance(blurred, valid, blurred_axes),
     )
     _check_order(sharp, blurred, valid, blurred_axes)
     steps = _run(model, sharp, blurred, valid, bases, smoothness, max_steps, tol, max_error)
     return _in_given_order(steps, order) if per_axis else steps
 
 
-def objective_tolerance() -> float | None:
-    """The objective's blur: on the CPU by sigma levels within :data:`TOLERANCE` (a
-    24x40x48 volume's value and gradient in 0.17 s instead of 1.09 s, 112x136 in 13 ms
-    instead of 27 ms, and far less to compile); on a GPU exact, where the gather is the
-    faster program (:func:`napari_varblur.engine.cost.gather_on_gpu`).  The final map,
+def objective_tolerance(blurred, valid, axes) -> float | None:
+    """The objective's blur: on the CPU by sigma levels (a 24x40x48 volume's value and
+    gradient in 0.17 s instead of 1.09 s, 112x136 in 13 ms instead of 27 ms, and far
+    less to compile); on a GPU exact, where the gather is the faster program
+    (:func:`napari_varblur.engine.cost.gather_on_gpu`).  The levels' error stays under
+    a third of the blurred image's noise: the largest of :data:`TOLERANCES` (shares of
+    the value range; a few, so that few programs compile) below it.  The final map,
     model image and standard errors are always computed exactly."""
     from ..backends.jax_xla import has_gpu
 
-    return None if has_gpu() else TOLERANCE
+    if has_gpu():
+        return None
+    values = blurred[valid]
+    spread = float(np.ptp(values)) if values.size else 0.0
+    share = NOISE_SHARE * noise_level(blurred, valid, axes, robust=False) / spread if spread else 0
+    fitting = [t for t in TOLERANCES if t <= share]
+    return max(fitting) if fitting else min(TOLERANCES)
 
 
 def _check_order(sharp, blurred, valid, axes) -> None:
