@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
 from napari_varblur import available_backends
 from napari_varblur.core.rules import CONTRACT_TOLERANCE
+
+# No background warm-up from the widgets: a thread compiling while a test runs would
+# race with the tests that check whether a call compiled, and take a core from the
+# other xdist worker.  test_warmup.py runs it on purpose.
+os.environ.setdefault("NAPARI_VARBLUR_NO_WARMUP", "1")
 
 FAST_BACKENDS = [
     name for name in ("numba", "jax") if not available_backends()[name].startswith("unavailable")

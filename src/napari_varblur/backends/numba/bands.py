@@ -244,13 +244,16 @@ def _run(image, out, y1, y2, k, t, levels, has1, has2,
     """Every used level in turn: slot 1 into ``y1``, slot 2 into ``y2`` (each from the
     previous stage, or the image), the last pass added into ``out``."""
     n3 = image.shape[3]
+    # Slots as int64, not literals: one compiled _strided serves both (a literal slot
+    # compiled it twice, 3-4 s each; the branches on it sit outside the inner loops).
+    slot1, slot2 = np.int64(1), np.int64(2)
     for v in range(levels.shape[0]):
         x = image
         if has1:
-            _strided(x, y1, v, 1, p1, l1, a1, e1, src1, w1, taps1, left1, sc1, f1)
+            _strided(x, y1, v, slot1, p1, l1, a1, e1, src1, w1, taps1, left1, sc1, f1)
             x = y1
         if has2:
-            _strided(x, y2, v, 2, p2, l2, a2, e2, src2, w2, taps2, left2, sc2, f2)
+            _strided(x, y2, v, slot2, p2, l2, a2, e2, src2, w2, taps2, left2, sc2, f2)
             x = y2
         flat = x.reshape(-1, n3)
         target = out.reshape(flat.shape)

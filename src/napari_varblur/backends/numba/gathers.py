@@ -72,7 +72,10 @@ def varying_blur(x, spec, plan, padded=None, flags=None) -> np.ndarray:
     missing = 3 - len(plan)
     lead = work.shape[:1] + (1,) * missing
     padded = padded.reshape(lead + padded.shape[1:])
-    flags = _NO_FLAGS if flags is None else flags.reshape(padded.shape)
+    # No validity: None (not an empty array), so Numba prunes the masked branch and an
+    # unmasked map compiles without it (issue 20: seconds off the first call).
+    flags = None if flags is None else flags.reshape(padded.shape)
+    rows, holes = (None, None) if flags is None else _holes(flags)
     target = out.reshape(lead + work.shape[1:])
     # An isotropic map is converted once and serves every axis.
     compact = [_compact_map(m.sigma, spec.shape, spec.axes, missing)
@@ -97,7 +100,8 @@ def varying_blur(x, spec, plan, padded=None, flags=None) -> np.ndarray:
             spec.truncate,
             finite,
             flags,
-            *_holes(flags),
+            rows,
+            holes,
             share_floor(x.dtype),
             target,
         )
@@ -105,7 +109,6 @@ def varying_blur(x, spec, plan, padded=None, flags=None) -> np.ndarray:
 
 
 _ZERO_MAP = np.zeros((1, 1, 1, 1), np.float64)
-_NO_FLAGS = np.zeros((0, 0, 0, 0), np.uint8)
 
 
 def _holes(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -422,7 +425,7 @@ def _varying3d(
                                        scratch[0], scratch[1], scratch[2], scratch[3])  # fmt: skip
             bigs[2] = _gauss_table(w2, pads[2], rad[2], hs[2], lo[2], hi[2], width, den,
                                    scratch[0], scratch[1], scratch[2], scratch[3])  # fmt: skip
-            if valid.shape[0]:
+            if valid is not None:  # (pruned at compile time where valid is None)
                 full = sums[3]  # the kernel's weight sum: the valid share is den / full
                 full[:width] = den[:width]
                 _tile_sum_valid(xp, valid, rows, holes, b, i, j, m0, width, pads, bigs, w0, w1,

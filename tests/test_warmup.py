@@ -1,0 +1,119 @@
+"""The background warm-up (issue 20): once per process, on a daemon thread, no Qt, and
+the kernels of the first click ready when it finishes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from napari_varblur import gaussian_blur, warmup
+
+pytest.importorskip("numba")
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """The warm-up as in a new process (not started, not switched off), ``warm_up``
+    replaced by a recorder of the threads that ran it."""
+    monkeypatch.delenv(warmup.ENV, raising=False)
+    monkeypatch.setattr(warmup, "_thread", None)
+    ran, release = [], threading.Event()
+
+    def record():
+        ran.append(threading.current_thread())
+        release.wait(10)
+
+    monkeypatch.setattr(warmup, "warm_up", record)
+    yield ran, release
+    release.set()
+
+
+def test_starts_once_on_a_daemon_thread(fresh):
+    ran, release = fresh
+    first = warmup.start_warm_up()
+    assert first is not None and first.daemon
+    assert warmup.start_warm_up() is first  # a second widget starts nothing new
+    release.set()
+    first.join(10)
+    assert ran == [first] and first is not threading.current_thread()
+
+
+@pytest.mark.parametrize("value", ["1", "yes"])
+def test_the_environment_variable_skips_it(fresh, monkeypatch, value):
+    ran, _ = fresh
+    monkeypatch.setenv(warmup.ENV, value)
+    assert warmup.start_warm_up() is None
+    assert warmup._thread is None and ran == []
+
+
+def test_results_are_the_same_after_it(rng):
+    image = rng.random((40, 50), dtype=np.float32)
+    sigma = rng.uniform(0.5, 3, image.shape).astype(np.float32)
+    before = [gaussian_blur(image, s, backend="numba") for s in (2.0, sigma)]
+    warmup.warm_up()
+    after = [gaussian_blur(image, s, backend="numba") for s in (2.0, sigma)]
+    for b, a in zip(before, after):
+        np.testing.assert_array_equal(a, b)
+
+
+#: In a fresh process: the warm-up, then the first click's calls (a float32 global blur
+#: and a float32 map, 256², crop mode); which kernels they add, and what got imported.
+FIRST_CLICK = """
+import json, sys
+import numba
+import numpy as np
+from napari_varblur import backends, gaussian_blur, warmup
+from napari_varblur.backends import numba as nb
+
+KERNELS = {name: v for m in (nb.band_runs, nb.bands, nb.common, nb.gathers, nb.passes,
+           nb.weights) for name, v in vars(m).items()
+           if isinstance(v, numba.core.dispatcher.Dispatcher)}
+
+def signatures():
+    return sum(len(v.overloads) for v in KERNELS.values())
+
+thread = warmup.start_warm_up()
+thread.join(600)
+warmed, compiled = signatures(), backends.compiles("numba")
+rng = np.random.default_rng(0)
+image = rng.random((256, 256), np.float32)
+gaussian_blur(image, 2.0, backend="numba")
+gaussian_blur(image, rng.uniform(0.5, 3, image.shape).astype(np.float32), backend="numba")
+print(json.dumps({"warmed": warmed, "new": signatures() - warmed,
+                  "loaded": sorted(name for name, v in KERNELS.items() if v.overloads),
+                  "compiled": backends.compiles("numba") - compiled,
+                  "qt": sorted(m for m in sys.modules
+                               if m.split(".")[0] in ("qtpy", "PyQt5", "PyQt6", "PySide2",
+                                                      "PySide6", "napari", "magicgui"))}))
+"""
+
+
+def test_after_it_the_first_click_compiles_nothing():
+    """With the repository's Numba cache (so loading, not compiling, when it is warm):
+    kernels are counted by their loaded signatures, whichever way they came."""
+    env = {k: v for k, v in os.environ.items() if k != warmup.ENV}
+    done = subprocess.run([sys.executable, "-c", FIRST_CLICK], env=env, check=True,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["warmed"] > 0
+    assert result["new"] == 0 and result["compiled"] == 0, result
+    assert result["qt"] == []
+    # Only what the calls need: an unmasked map compiles without the masked sums.
+    assert not {"_tile_sum_valid", "_valid_row", "_fused_masked_kernel"} & set(result["loaded"])
+
+
+@pytest.mark.parametrize("name", ["Gaussian blur", "Compare backends"])
+def test_the_blur_widgets_start_it(make_napari_viewer, monkeypatch, name):
+    pytest.importorskip("napari")
+    from conftest import dock
+
+    starts = []
+    monkeypatch.setattr(warmup, "start_warm_up", lambda: starts.append(1))
+    dock(make_napari_viewer(), name)
+    assert starts == [1]
