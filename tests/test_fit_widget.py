@@ -474,3 +474,21 @@ def test_a_real_fit_pinned_at_max_sigma_warns_and_adds_no_map(viewer, qtbot):
     assert sum("raise max_sigma" in message for message in shown) == 1, shown
     assert not any(is_sigma_map(layer) for layer in viewer.layers)
     assert "cells fit residual" in viewer.layers
+
+
+def test_the_rarely_changed_options_are_folded_and_still_used(viewer):
+    """Issue 20: spacing, smoothness, mode... sit under a folded "Advanced"; what is
+    set there while folded reaches the fit's arguments."""
+    sharp, blurred, _ = pair_layers(viewer)
+    widget = dock(viewer, "Estimate sigma map")
+    widget.sharp.value, widget.blurred.value = sharp, blurred
+    form = widget.native.widget()
+    folded = [getattr(widget, key) for key in fit_widget.FIT_ADVANCED]
+    assert not widget.advanced.value
+    assert not any(field.native.isVisibleTo(form) for field in folded)
+    assert widget.max_sigma.native.isVisibleTo(form) and widget.mask.native.isVisibleTo(form)
+    widget.mode.value, widget.max_steps.value, widget.spacing.value = "reflect", 7, 8.0
+    args = widget.arguments()
+    assert (args["mode"], args["max_steps"], args["spacing"]) == ("reflect", 7, 8.0)
+    widget.advanced.value = True
+    assert all(field.native.isVisibleTo(form) for field in folded)

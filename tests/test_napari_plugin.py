@@ -693,3 +693,85 @@ def test_status_says_when_a_run_compiled_kernels(make_napari_viewer, qtbot):
     assert widget.status.value.endswith("including compiling kernels (first run only)")
     click_and_wait(qtbot, widget)
     assert widget.status.value.startswith("done in") and "compiling" not in widget.status.value
+
+
+# ---------------------------------------------------------- docks that fit a laptop (issue 20)
+
+ALL_DOCKS = ("Gaussian blur", "Compare backends", "Make sigma map", "Estimate sigma map")
+#: A 1366x768 laptop screen: the main window with every dock must fit in its height.
+LAPTOP = (1366, 768)
+
+
+def shown_in_form(widget, field) -> bool:
+    """Whether ``field`` shows once the dock does (its row is not hidden)."""
+    return field.native.isVisibleTo(widget.native.widget())
+
+
+def test_all_four_docks_fit_a_laptop_screen(make_napari_viewer, qtbot):
+    """Each form scrolls in its dock, so the window with all four docks (1970 px tall
+    before, 940 px with two) fits a 768 px screen; no form is cut off sideways."""
+    viewer = make_napari_viewer(show=True)
+    window = viewer.window._qt_window
+    docks = [viewer.window.add_plugin_dock_widget(PLUGIN, name) for name in ALL_DOCKS]
+    window.resize(*LAPTOP)
+    for _, widget in docks:  # the tallest forms: every row shown
+        if hasattr(widget, "advanced"):
+            widget.advanced.value = True
+    settle(qtbot)
+    assert window.minimumSizeHint().height() <= LAPTOP[1]
+    for dock_widget, widget in docks:
+        scroll = dock_widget.widget()
+        assert scroll is widget.native, dock_widget.name  # napari docks the scroll area
+        assert dock_widget.minimumSizeHint().height() < 300, dock_widget.name
+        assert not scroll.horizontalScrollBar().isVisible(), dock_widget.name
+        assert scroll.viewport().width() >= scroll.widget().minimumSizeHint().width()
+        form = scroll.widget()  # it scrolls rather than squeezes its rows
+        assert form.height() >= form.sizeHint().height(), dock_widget.name
+    assert any(dock_widget.widget().verticalScrollBar().isVisible() for dock_widget, _ in docks)
+
+
+@pytest.mark.parametrize("name", ["Gaussian blur", "Estimate sigma map"])
+def test_a_short_dock_scrolls_and_is_never_cut_off_sideways(make_napari_viewer, qtbot, name):
+    viewer = make_napari_viewer(show=True)
+    dock_widget, widget = viewer.window.add_plugin_dock_widget(PLUGIN, name)
+    widget.advanced.value = True
+    viewer.window._qt_window.resize(1000, 300)  # as short as the window goes
+    settle(qtbot)
+    scroll = dock_widget.widget()
+    assert scroll.verticalScrollBar().isVisible()
+    assert not scroll.horizontalScrollBar().isVisible()
+    assert scroll.viewport().width() >= scroll.widget().minimumSizeHint().width()
+
+
+@pytest.mark.parametrize("name", ["Gaussian blur", "Compare backends"])
+def test_advanced_starts_folded_and_opens(viewer, name):
+    from napari_varblur.gui.widgets import BLUR_ADVANCED
+
+    widget = dock(viewer, name)
+    form = widget.native.widget()
+    folded = form.sizeHint().height()
+    basic = [widget.image, widget.sigma, widget.mask, widget.run_button, widget.status]
+    assert not widget.advanced.value and widget.advanced.text.endswith("Advanced")
+    assert not any(shown_in_form(widget, getattr(widget, key)) for key in BLUR_ADVANCED)
+    assert all(shown_in_form(widget, field) for field in basic)
+    widget.advanced.native.click()
+    assert widget.advanced.value
+    assert all(shown_in_form(widget, getattr(widget, key)) for key in BLUR_ADVANCED)
+    assert form.sizeHint().height() > folded + 100  # the default view is the short one
+    widget.advanced.native.click()
+    assert not any(shown_in_form(widget, getattr(widget, key)) for key in BLUR_ADVANCED)
+
+
+def test_options_under_advanced_are_used_while_folded(viewer, qtbot):
+    layer = image_layer(viewer, shape=(20, 24))
+    widget = dock(viewer, "Gaussian blur")
+    widget.image.value = layer
+    widget.backend.value = "numba"
+    widget.mode.value, widget.truncate.value = "reflect", 2.5
+    assert not widget.advanced.value and not shown_in_form(widget, widget.mode)
+    click_and_wait(qtbot, widget)
+    result = viewer.layers[-1]
+    params = result.metadata[METADATA_KEY]["parameters"]
+    assert params["mode"] == "reflect" and params["truncate"] == 2.5
+    expected = gaussian_blur(layer.data, 2.0, mode="reflect", truncate=2.5, backend="numba")
+    np.testing.assert_array_equal(result.data, expected)

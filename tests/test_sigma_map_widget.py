@@ -193,3 +193,29 @@ def test_an_error_keeps_the_dock_width(make_napari_viewer, qtbot):
     qtbot.wait(300)
     assert widget.status.value.startswith("error:")
     assert dock_widget.width() <= before + 4
+
+
+def test_the_label_table_columns_fit_the_dock(make_napari_viewer, qtbot):
+    """Issue 20: both columns show whole in the dock's width, also after "fill labels"
+    (magicgui makes the columns again); the rows stay at the top of a tall dock."""
+    from qtpy.QtCore import QPoint
+    from qtpy.QtWidgets import QApplication
+
+    viewer = make_napari_viewer(show=True)
+    viewer.window._qt_window.resize(1200, 1000)
+    _, seg = stack_layers(viewer)
+    dock_widget, widget = viewer.window.add_plugin_dock_widget(PLUGIN, "Make sigma map")
+    widget.kind.value, widget.source.value = "labels", seg
+    widget.fill_button.native.click()
+    QApplication.processEvents()
+    qtbot.wait(300)
+    table = widget.table.native
+    assert table.rowCount() > 1
+    header = table.horizontalHeader()
+    assert 0 <= table.viewport().width() - header.length() <= 4  # the columns fill it
+    assert min(header.sectionSize(0), header.sectionSize(1)) >= 40
+    assert not table.horizontalScrollBar().isVisible()
+    assert dock_widget.minimumSizeHint().height() < 300
+    form = widget.native.widget()  # a tall dock: the rows stay together at the top
+    assert form.height() > form.sizeHint().height() + 100
+    assert widget.status.native.mapTo(form, QPoint(0, 0)).y() < form.sizeHint().height()

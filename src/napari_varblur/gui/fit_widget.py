@@ -52,9 +52,11 @@ from ..fit import SigmaFit, fit_sigma_map_steps
 from .forms import (
     STATUS_TIP,
     Field,
+    Scrolling,
     Threaded,
     axes_picker,
     build,
+    fold,
     layer_picker,
     mask_picker,
     plain,
@@ -120,9 +122,11 @@ FIT_FIELDS: tuple[Field, ...] = (
     ("max_steps", plain(SpinBox, value=150, min=1, max=100_000, label="max steps"),
      "the fit stops after this many steps, or earlier once it has converged"),
 )  # fmt: skip
+#: The fields folded under "Advanced" (rarely changed), in the order they show there.
+FIT_ADVANCED = ("spacing", "smoothness", "mode", "nan_policy", "max_steps", "per_axis")
 
 
-class FitWidget(Threaded, Container):
+class FitWidget(Scrolling, Threaded, Container):
     """Estimate the sigma map that blurs a sharp image layer into a blurred one."""
 
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
@@ -132,7 +136,8 @@ class FitWidget(Threaded, Container):
         self.last_fit: SigmaFit | None = None
         #: The last run's warnings: the layers' placement, then the library's.
         self.last_warnings: list[str] = []
-        self._assemble(build(self, FIT_FIELDS), "Estimate", "the fit")
+        fields = fold(self, build(self, FIT_FIELDS), FIT_ADVANCED)
+        self._assemble(fields, "Estimate", "the fit")
 
     # -- choices
     def reset_choices(self, *args: Any) -> None:

@@ -12,7 +12,8 @@ from magicgui.widgets import ComboBox, Container, Label, PushButton, Widget, cre
 from napari.layers import Image, Labels
 from napari.qt.threading import thread_worker
 from napari.utils.notifications import show_error
-from qtpy.QtWidgets import QComboBox, QSizePolicy
+from qtpy.QtCore import QEvent, QObject, Qt
+from qtpy.QtWidgets import QComboBox, QScrollArea, QSizePolicy
 
 from ..core.checks import ArgumentError
 from ..core.params import PARAMS, help_of
@@ -84,6 +85,85 @@ def parse_sigma(text: str) -> float | tuple[float, ...]:
             f"sigma: could not read {text!r} as a number or as comma-separated numbers"
         )
     return values[0] if len(values) == 1 else tuple(values)
+
+
+#: The Advanced toggle's text, folded and unfolded.
+FOLDED, UNFOLDED = "▸ Advanced", "▾ Advanced"
+
+
+def fold(form: Container, fields: list[Widget], advanced: Sequence[str]) -> list[Widget]:
+    """``fields`` with the ``advanced`` ones (attribute names on ``form``) moved after an
+    "Advanced" toggle, stored as ``form.advanced``: the default view stays short."""
+    hidden = [getattr(form, name) for name in advanced]
+    form.advanced = advanced_toggle(hidden)
+    shown = [field for field in fields if all(field is not h for h in hidden)]
+    return [*shown, form.advanced, *hidden]
+
+
+def advanced_toggle(fields: Sequence[Widget]) -> PushButton:
+    """A checkable button that shows ``fields`` while it is down; they start hidden.
+    Hidden fields keep their values, and the run still reads them."""
+    names = ", ".join(field.label or field.text for field in fields)
+    button = PushButton(text=FOLDED, tooltip=f"show or hide the rarely changed options: {names}")
+    button.native.setCheckable(True)
+
+    def show(opened: bool) -> None:
+        button.text = UNFOLDED if opened else FOLDED
+        for field in fields:
+            field.visible = opened
+
+    button.native.toggled.connect(show)  # also when set in code (value = True)
+    show(False)
+    return button
+
+
+class Scrolling:
+    """A form in a vertical scroll area, so that its dock can be short (a laptop screen
+    holds several docks).  Put it before ``Container`` in the bases."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(scrollable=True, **kwargs)
+        self._settle_scroll()
+
+    @property
+    def native(self) -> QScrollArea:
+        """The scroll area: what napari docks (magicgui's ``native`` of a scrollable
+        Container is the form inside it, which napari would take out of the scroll)."""
+        return self.root_native_widget
+
+    def _settle_scroll(self) -> None:
+        """Rows at the top (extra height goes below them); the form never squeezed below
+        its size hint (the area scrolls instead); a horizontal bar only if ever needed."""
+        scroll = self.root_native_widget
+        inner = scroll.widget()
+        inner.layout().addStretch(1)
+        inner.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        watcher = _ScrollWatcher(self, scroll)
+        inner.installEventFilter(watcher)
+        scroll.installEventFilter(watcher)
+
+
+class _ScrollWatcher(QObject):
+    """Keeps a scroll area as wide as its form's minimum plus a vertical scroll bar (the
+    form is never cut off or scrolled sideways), and tells the form when the scroll area
+    is docked: magicgui watches only the form's own parent, and a docked form refreshes
+    its layer choices."""
+
+    def __init__(self, form: Container, scroll: QScrollArea) -> None:
+        super().__init__(scroll)  # lives as long as the scroll area
+        self._form, self._scroll = form, scroll
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        scroll = self._scroll
+        if event.type() == QEvent.Type.LayoutRequest and watched is scroll.widget():
+            bar = scroll.verticalScrollBar().sizeHint().width()
+            scroll.setMinimumWidth(
+                watched.minimumSizeHint().width() + bar + 2 * scroll.frameWidth()
+            )
+        elif event.type() == QEvent.Type.ParentChange and watched is scroll:
+            self._form.native_parent_changed.emit(scroll.parent())
+        return False
 
 
 #: What the status line says when hovered (an error's full text replaces it).

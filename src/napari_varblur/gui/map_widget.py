@@ -21,11 +21,13 @@ from magicgui.widgets import (
     Table,
 )
 from napari.layers import Image, Labels
+from qtpy.QtWidgets import QHeaderView
 
 from .. import sigma_maps
 from .forms import (
     STATUS_TIP,
     Field,
+    Scrolling,
     build,
     compact_choices,
     parse_numbers,
@@ -77,6 +79,12 @@ def _label_table(form, tip: str) -> Table:
     return Table(value=_table_value([[1, 2.0]]), label="label → sigma", tooltip=tip)
 
 
+def fit_columns(table: Table) -> None:
+    """Share the dock's width between the table's columns (none cut off, no sideways
+    scrolling); the mode holds for columns magicgui makes again when rows are set."""
+    table.native.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+
+
 #: The form's fields, in order (``FIELDS`` says which kinds show which).
 MAP_FIELDS: tuple[Field, ...] = (
     ("kind", plain(ComboBox, choices=[(label, key) for key, label in KINDS.items()],
@@ -121,7 +129,7 @@ MAP_FIELDS: tuple[Field, ...] = (
 )  # fmt: skip
 
 
-class SigmaMapWidget(Container):
+class SigmaMapWidget(Scrolling, Container):
     """Make a sigma map from a Labels layer, a defocus model, a radial falloff or an
     image, and add it as a layer the blur widget preselects."""
 
@@ -132,7 +140,7 @@ class SigmaMapWidget(Container):
         self.status = wrapping(Label(value="", label="status", tooltip=STATUS_TIP))
         self.extend([*fields, self.status])
         compact_choices(self)  # a long layer name must not widen the dock
-        self.table.native.setMinimumHeight(100)
+        fit_columns(self.table)
         for box in (self.lo, self.hi):  # image values can be small (e.g. 0..1e-3)
             box.native.setDecimals(6)
         self.kind.changed.connect(self._kind_changed)

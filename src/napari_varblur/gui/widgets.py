@@ -21,16 +21,18 @@ from magicgui.widgets import (
 from napari.layers import Image
 from napari.utils.notifications import show_info
 
-from .. import backends
+from .. import backends, warmup
 from .._steps import map_steps
 from ..core.modes import MODE_ALIASES, MODE_NAMES
 from ..core.params import help_of
 from ..core.spec import NAN_POLICIES
 from .forms import (
     Field,
+    Scrolling,
     Threaded,
     axes_picker,
     build,
+    fold,
     layer_picker,
     mask_picker,
     parse_sigma,
@@ -86,9 +88,11 @@ BLUR_FIELDS: tuple[Field, ...] = (
     ("accuracy", plain(ComboBox, choices=list(ACCURACY), value="exact", label="accuracy"),
      "tolerance"),
 )  # fmt: skip
+#: The fields folded under "Advanced" (rarely changed), in the order they show there.
+BLUR_ADVANCED = ("mode", "cval", "truncate", "precision", "accuracy", "nan_policy", "mask_marks")
 
 
-class _BlurForm(Threaded, Container):
+class _BlurForm(Scrolling, Threaded, Container):
     """The inputs shared by both widgets, and the threaded run around them."""
 
     run_text = "Run"
@@ -98,9 +102,11 @@ class _BlurForm(Threaded, Container):
         self._viewer = viewer
         self._worker = None
         self._known_maps: set[int] = set()  # ids of the tagged sigma maps seen so far
+        warmup.start_warm_up()  # compiles the common kernels before the first click
         fields = build(self, BLUR_FIELDS)
         at = [name for name, _, _ in BLUR_FIELDS].index("mode")  # extras before the advanced
-        self._assemble(fields[:at] + extra + fields[at:], self.run_text, "the job")
+        fields = fold(self, fields[:at] + extra + fields[at:], BLUR_ADVANCED)
+        self._assemble(fields, self.run_text, "the job")
         self.image.changed.connect(lambda _value: self._preselect_map(image_changed=True))
 
     def reset_choices(self, *args: Any) -> None:
