@@ -219,3 +219,32 @@ def test_the_label_table_columns_fit_the_dock(make_napari_viewer, qtbot):
     form = widget.native.widget()  # a tall dock: the rows stay together at the top
     assert form.height() > form.sizeHint().height() + 100
     assert widget.status.native.mapTo(form, QPoint(0, 0)).y() < form.sizeHint().height()
+
+
+def test_fill_labels_gives_each_label_a_visible_sigma(viewer):
+    """Issue 20: "fill labels" then "Add" made an all-zero map (every sigma was 0)."""
+    _, seg = stack_layers(viewer)
+    widget = dock(viewer, "Make sigma map")
+    widget.kind.value, widget.source.value = "labels", seg
+    widget.fill_button.native.click()
+    assert widget.table.data.to_list() == [[1, 1.0], [4, 1.0]]
+    widget.add_button.native.click()
+    expected = sigma_maps.from_labels(seg.data, {1: 1.0, 4: 1.0}, default=0.0)
+    check_map_layer(viewer.layers[-1], seg, expected, "labels")  # background stays 0
+
+
+@pytest.mark.parametrize("shape", [(256, 256), (64, 300)])
+@pytest.mark.parametrize("kind_first", [True, False])
+def test_default_defocus_map_of_a_2d_layer_stays_small(viewer, shape, kind_first):
+    """Issue 20: the defaults gave sigma up to 127 px on a 256-pixel axis; the slope now
+    fits the layer, whether the kind or the layer is chosen first."""
+    widget = dock(viewer, "Make sigma map")
+    if kind_first:
+        widget.kind.value = "defocus"
+    image = viewer.add_image(np.zeros(shape, dtype=np.float32), name="flat")
+    widget.kind.value, widget.source.value = "defocus", image
+    widget.add_button.native.click()
+    assert 0 < viewer.layers[-1].data.max() <= 8
+    widget.axis.value = -1  # a new axis: the slope fits its extent
+    widget.add_button.native.click()
+    assert 0 < viewer.layers[-1].data.max() <= 8

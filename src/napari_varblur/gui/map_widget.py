@@ -56,6 +56,16 @@ FIELDS = {
 }
 #: How many labels "fill from layer" lists at most.
 MAX_TABLE_LABELS = 200
+#: The sigma (px) "fill from layer" gives each label: a visible blur to edit from (the
+#: background's "default sigma", 0, would make an all-zero map).
+FILL_SIGMA = 1.0
+#: The largest sigma (px) of the default defocus map: the slope is capped so that the
+#: farthest plane from focus gets at most this.
+MAX_DEFAULT_SIGMA = 8.0
+#: The slope field's default (per plane), kept where the axis is short.
+DEFAULT_SLOPE = 0.5
+#: Decimals of the slope field: a long axis needs slopes well below 0.01.
+SLOPE_DECIMALS = 4
 WORLD_TIP = (
     "give every sigma (and the slope) in the layer's world units: each is divided by the "
     "layer's scale on its last axis (the Y and X scales must agree); positions stay in pixels"
@@ -98,13 +108,15 @@ MAP_FIELDS: tuple[Field, ...] = (
      "one row per label: its sigma (pixels, or world units when ticked); double-click a cell "
      "to edit it"),
     ("fill_button", plain(PushButton, text="fill labels from layer"),
-     "list the source layer's labels (background 0 left out) in the table, each with the "
-     "default sigma"),
+     "list the source layer's labels (background 0 left out) in the table, each with sigma "
+     f"{FILL_SIGMA:g}"),
     ("default", _sigma_box(0.0, "default sigma"),
      "sigma of every label not in the table, background included"),
     ("focus", plain(LineEdit, value="0", label="focus"),
      "index of the sharp plane along the axis below (pixels; fractional allowed)"),
-    ("slope", _sigma_box(0.5, "slope"), "how much sigma grows per plane away from focus"),
+    ("slope", _sigma_box(DEFAULT_SLOPE, "slope"),
+     "how much sigma grows per plane away from focus; set from the layer's extent along the "
+     f"axis when it is chosen (at most {MAX_DEFAULT_SIGMA:g} px at the farthest plane)"),
     ("sigma0", _sigma_box(0.0, "sigma in focus"), "sigma at the focal plane"),
     ("axis", plain(SpinBox, value=0, min=-32, max=31, label="axis"),
      "the axis along which focus changes (0: the first, e.g. Z; -1: the last)"),
@@ -143,8 +155,10 @@ class SigmaMapWidget(Scrolling, Container):
         fit_columns(self.table)
         for box in (self.lo, self.hi):  # image values can be small (e.g. 0..1e-3)
             box.native.setDecimals(6)
+        self.slope.native.setDecimals(SLOPE_DECIMALS)
         self.kind.changed.connect(self._kind_changed)
         self.source.changed.connect(self._source_changed)
+        self.axis.changed.connect(self._source_changed)
         self.fill_button.changed.connect(self.fill_labels)
         self.add_button.changed.connect(self.add)
         self._kind_changed()
@@ -168,15 +182,29 @@ class SigmaMapWidget(Scrolling, Container):
         if self.kind.value == "from_image" and isinstance(layer, Image) and not layer.rgb:
             low, high = (float(v) for v in layer.contrast_limits)
             self.lo.value, self.hi.value = low, high
+        if self.kind.value == "defocus" and layer is not None:
+            self._fit_slope(layer.data.shape)
+
+    def _fit_slope(self, shape: tuple[int, ...]) -> None:
+        """Cap the slope so that the farthest plane along the axis gets at most
+        ``MAX_DEFAULT_SIGMA`` (the fixed default gives e.g. 127 px on a 256-pixel axis)."""
+        axis = int(self.axis.value)
+        if not -len(shape) <= axis < len(shape):
+            return  # make() reports the bad axis
+        room = max(MAX_DEFAULT_SIGMA - self.sigma0.value, 0.0)
+        slope = min(DEFAULT_SLOPE, room / max(shape[axis] - 1, 1))
+        step = 10.0**SLOPE_DECIMALS  # round down: rounding up could pass the cap
+        self.slope.value = np.floor(slope * step) / step
 
     def fill_labels(self, _value=None) -> None:
-        """Put the source Labels layer's labels (not 0) in the table."""
+        """Put the source Labels layer's labels (not 0) in the table, each with
+        ``FILL_SIGMA``; the background keeps the "default sigma"."""
         layer = self.source.value
         if not isinstance(layer, Labels):
             self.fail("fill labels: choose a Labels layer as the source")
             return
         labels = [int(v) for v in np.unique(np.asarray(layer.data)) if v != 0]
-        rows = [[label, float(self.default.value)] for label in labels[:MAX_TABLE_LABELS]]
+        rows = [[label, FILL_SIGMA] for label in labels[:MAX_TABLE_LABELS]]
         self.set_rows(rows)
         self.status.value = f"{len(labels)} labels" + (
             f" (first {MAX_TABLE_LABELS} listed)" if len(labels) > MAX_TABLE_LABELS else ""
