@@ -86,6 +86,26 @@ class Model:
                                   **self.options(mask))  # fmt: skip
 
 
+def reduce_to_grid(model: Model, values: np.ndarray, matrices) -> np.ndarray:
+    """``values`` summed over batch axes, then multiplied along each blurred axis by its
+    matrix (``(m, n)`` for an axis of ``n`` pixels): onto the nodes, or a footprint."""
+    batch = tuple(a for a in range(values.ndim) if a not in model.blurred_axes)
+    total = values.sum(axis=batch) if batch else values
+    for i, matrix in enumerate(matrices):
+        total = np.moveaxis(np.tensordot(matrix, total, axes=(1, i)), 0, i)
+    return total
+
+
+def gain_offset(image, y, weight, xp=jnp):
+    """Weighted least squares of ``y ~ gain * image + offset`` (``weight`` 0 outside
+    the valid pixels, where a masked blur may be NaN); gain 0 for a flat image."""
+    image = xp.where(weight > 0, image, 0)
+    mm, ym = xp.sum(weight * image), xp.sum(weight * y)
+    var = xp.sum(weight * (image - mm) ** 2)
+    gain = xp.sum(weight * (image - mm) * (y - ym)) / xp.maximum(var, 1e-12)
+    return gain, ym - gain * mm
+
+
 def penalty(u: jax.Array, k: int) -> jax.Array:
     """Mean squared second difference of the nodes along each grid axis."""
     total = jnp.zeros((), u.dtype)

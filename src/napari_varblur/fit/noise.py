@@ -36,14 +36,10 @@ def noise_level(
     """
     found = []
     for a in axes:
-        n = image.shape[a]
-        if n < 3:
+        if image.shape[a] < 3:
             continue
-        lo, mid, hi = (np.take(image, np.arange(i, n - 2 + i), axis=a) for i in range(3))
-        ok = (np.take(valid, np.arange(0, n - 2), axis=a)
-              & np.take(valid, np.arange(1, n - 1), axis=a)
-              & np.take(valid, np.arange(2, n), axis=a))  # fmt: skip
-        d = (lo - 2 * mid + hi)[ok]
+        d, ok = second_differences(image, valid, a)
+        d = d[ok]
         if d.size and robust:
             found.append(float(np.median(np.abs(d - np.median(d)))) / 0.6745 / math.sqrt(6))
         elif d.size:
@@ -111,11 +107,9 @@ def variance_map(image: np.ndarray, valid: np.ndarray, axes: tuple[int, ...], op
     local = np.where(valid, local, 0.0)
     levels, spread = [], []
     for a in axes:
-        n = image.shape[a]
-        if n < 3:
+        if image.shape[a] < 3:
             continue
-        ok = _shifted(valid, a, 0) & _shifted(valid, a, 1) & _shifted(valid, a, 2)
-        d = _shifted(image, a, 0) - 2 * _shifted(image, a, 1) + _shifted(image, a, 2)
+        d, ok = second_differences(image, valid, a)
         levels.append(_shifted(local, a, 1)[ok])
         spread.append(np.abs(d[ok]))
     if not levels:
@@ -133,6 +127,14 @@ def variance_map(image: np.ndarray, valid: np.ndarray, axes: tuple[int, ...], op
         return np.full(image.shape, variances[0] if variances else 0.0)
     c1, c0 = np.polyfit(centres, variances, 1)
     return np.where(valid, np.maximum(c0 + c1 * local, 0.0), 0.0)
+
+
+def second_differences(image: np.ndarray, valid: np.ndarray, axis: int):
+    """``x[i-1] - 2 x[i] + x[i+1]`` along ``axis`` at the inner pixels, and where all
+    three pixels are valid."""
+    ok = _shifted(valid, axis, 0) & _shifted(valid, axis, 1) & _shifted(valid, axis, 2)
+    d = _shifted(image, axis, 0) - 2 * _shifted(image, axis, 1) + _shifted(image, axis, 2)
+    return d, ok
 
 
 def _shifted(array: np.ndarray, axis: int, i: int) -> np.ndarray:

@@ -31,7 +31,7 @@ import numpy as np
 from .._steps import run_to_end
 from ..core.checks import ArgumentError, choice
 from ..core.spec import normalize_axes, normalize_modes, normalize_nan_policy, normalize_truncate
-from .model import Model, control_basis, penalty
+from .model import Model, control_basis, gain_offset, penalty, reduce_to_grid
 from .noise import derivative_energy, energy, noise_level, variance_map
 from .start import scan
 from .validate import (
@@ -337,11 +337,13 @@ def _run(model, sharp, blurred, valid, bases, smoothness, max_steps, tol, max_er
     fell = history[0] - history[-1] > 10 * tol * abs(history[0])
     # The sharp image's noise biases sigma upwards: measure it on this fit's residual,
     # then take its term out of the objective and go on from here.
-    noise_x = _sharp_noise(model, outputs(u, data), x, y, valid)
+    final = outputs(u, data)
+    noise_x = _sharp_noise(model, final, x, y, valid)
     if np.any(noise_x > 0) and not stopped and len(history) < max_steps:
         data["noise_x"] = jnp.broadcast_to(jnp.asarray(noise_x, jnp.float32), x.shape)
         u, converged, stopped = yield from run([u])
-    sigma, fitted, sensitivity, value, gain, offset = outputs(u, data)
+        final = outputs(u, data)  # else the outputs above are final: an exact JVP less
+    sigma, fitted, sensitivity, value, gain, offset = final
     history.append(float(value))
     if not fell:
         converged = False
@@ -489,20 +491,15 @@ def _programs(model: Model) -> tuple:
 
     k = len(model.nodes)
 
-    def gain_offset(image, data):
+    def gain_and_offset(image, data):
         if not model.affine:
             return jnp.ones((), image.dtype), jnp.zeros((), image.dtype)
-        w, y = data["weight"], data["y"]
-        image = jnp.where(data["mask"], image, 0)  # a masked blur is NaN with no valid tap
-        mm, ym = jnp.sum(w * image), jnp.sum(w * y)
-        var = jnp.sum(w * (image - mm) ** 2)
-        gain = jnp.sum(w * (image - mm) * (y - ym)) / jnp.maximum(var, 1e-12)
-        return gain, ym - gain * mm
+        return gain_offset(image, data["y"], data["weight"])
 
     def loss(sigma, image, u, data):
         """The objective: the residual after the best gain and offset (projected out),
         less the sharp image's expected noise term, plus the penalty."""
-        gain, offset = gain_offset(image, data)
+        gain, offset = gain_and_offset(image, data)
         r = gain * image + offset - data["y"]
         s = energy(sigma, k, model.per_axis, model.max_sigma, model.truncate, jnp)
         bias = (gain * data["noise_x"]) ** 2 * s
@@ -543,7 +540,7 @@ def _programs(model: Model) -> tuple:
             ones = [jnp.ones_like(sigma)]
         pairs = [jax.jvp(blur, (sigma,), (t,)) for t in ones]  # (model image, J) each
         image = pairs[0][0]
-        gain, offset = gain_offset(image, data)
+        gain, offset = gain_and_offset(image, data)
         value = loss(sigma, image, u, data)
         return sigma, gain * image + offset, gain * jnp.stack([j for _, j in pairs]), value, \
             gain, offset  # fmt: skip
@@ -620,25 +617,18 @@ def _stderr(model: Model, bases, sensitivity, spurious, residual, floor: float) 
     """
     valid = np.isfinite(residual)
     r2 = np.where(valid, residual, 0.0) ** 2
+    footprints = [_footprint(b) for b in bases]
     out = []
     for j, extra in zip(sensitivity, spurious):
         info = np.where(valid, np.maximum(j**2 - extra, 0.0), 0.0)
-        seen = _local(model, bases, info * r2)
-        info = _local(model, bases, info)
+        seen = reduce_to_grid(model, info * r2, footprints)
+        info = reduce_to_grid(model, info, footprints)
         with np.errstate(divide="ignore", invalid="ignore"):
             noise2 = np.maximum(seen / info, floor**2)
             out.append(np.where(info > 0, np.sqrt(noise2 / info), np.inf))
     err = np.stack(out, axis=-1) if model.per_axis else out[0]
     tail = err.shape[len(bases) :]
     return np.broadcast_to(err.reshape(model.lead + tail), model.shape + tail).astype(np.float32)
-
-
-def _local(model: Model, bases, values: np.ndarray) -> np.ndarray:
-    """``sum_q F(p, q) values(q)`` over the blurred axes (batch axes summed)."""
-    total = values.sum(axis=tuple(a for a in range(values.ndim) if a not in model.blurred_axes))
-    for i, basis in enumerate(bases):
-        total = np.moveaxis(np.tensordot(_footprint(basis), total, axes=(1, i)), 0, i)
-    return total
 
 
 def _footprint(basis: np.ndarray) -> np.ndarray:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .model import Model
+from .model import Model, gain_offset, reduce_to_grid
 
 #: Trial sigmas per scan, from LOWEST (or 2% of max_sigma) to 95% of max_sigma.
 TRIALS = 16
@@ -37,29 +37,13 @@ def scan(model: Model, x, y, valid, bases, affine: bool):
     for s in trials:
         m = gaussian_blur(x, s, backend="numba", precision="float64", **options)
         m = np.where(valid, m, 0)  # a masked blur is NaN where no tap is valid
-        gain, offset = gain_offset(m, y, weight) if affine else (1.0, 0.0)
-        scores.append(_per_node(model, np.where(valid, (gain * m + offset - y) ** 2, 0), bases))
+        gain, offset = gain_offset(m, y, weight, np) if affine else (1.0, 0.0)
+        misfit = np.where(valid, (gain * m + offset - y) ** 2, 0)
+        scores.append(reduce_to_grid(model, misfit, [b.T for b in bases]))
     scores = np.stack(scores)  # (trials, *nodes)
     totals = scores.reshape(len(trials), -1).sum(axis=1)
     best = int(np.argmin(totals))
     return _refine(np.log(trials), scores), trials[best], float(totals[best] / valid.sum())
-
-
-def gain_offset(m: np.ndarray, y: np.ndarray, weight: np.ndarray) -> tuple[float, float]:
-    """Weighted least squares of ``y ~ gain m + offset``."""
-    mm, ym = float(np.sum(weight * m)), float(np.sum(weight * y))
-    var = float(np.sum(weight * (m - mm) ** 2))
-    gain = float(np.sum(weight * (m - mm) * (y - ym))) / var if var > 0 else 0.0
-    return gain, ym - gain * mm
-
-
-def _per_node(model: Model, misfit: np.ndarray, bases) -> np.ndarray:
-    """The misfit summed over batch axes, then under each node's B-spline."""
-    batch = tuple(a for a in range(misfit.ndim) if a not in model.blurred_axes)
-    total = misfit.sum(axis=batch) if batch else misfit
-    for i, basis in enumerate(bases):
-        total = np.moveaxis(np.tensordot(basis.T, total, axes=(1, i)), 0, i)
-    return total
 
 
 def _refine(logs: np.ndarray, scores: np.ndarray) -> np.ndarray:
