@@ -199,15 +199,11 @@ def _fit(args: argparse.Namespace, sharp: np.ndarray, blurred: np.ndarray, axes)
 
 
 def _mask(args: argparse.Namespace, shape: tuple[int, ...], axes) -> np.ndarray | None:
-    from .cli import _read_named
-    from .request import marked_pixels
+    """``--mask`` as ``varblur blur`` reads it, in memory (the fit holds its images)."""
+    from .cli import _mask_argument
 
-    if not args.mask:
-        if args.invert_mask:
-            raise ValueError("--invert-mask: needs --mask FILE")
-        return None
-    values = _read_named(args.mask, "--mask")
-    return np.asarray(marked_pixels(values, shape, axes, "--mask", invalid=args.invert_mask))
+    mask = _mask_argument(args, shape, axes)
+    return None if mask is None else np.asarray(mask)
 
 
 def _progress(max_steps: int):
