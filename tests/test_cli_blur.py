@@ -82,6 +82,26 @@ def test_tif_with_sigma_map_and_same_dtype(tmp_path, rng):
     np.testing.assert_array_equal(out, np.clip(np.round(expected), 0, 65535).astype(np.uint16))
 
 
+def test_a_per_axis_map_of_the_blurred_axes_blurs_each_axis_with_its_own(tmp_path, rng):
+    """A map with one sigma per pixel and blurred axis (a trailing axis of 2), given for
+    the blurred axes of a stack, in the order of --axes."""
+    data = rng.random((3, 30, 40)).astype(np.float32)
+    per_axis = rng.uniform(0.5, 3, (40, 30, 2)).astype(np.float32)  # (X, Y, sigma X/Y)
+    np.save(tmp_path / "in.npy", data)
+    np.save(tmp_path / "map.npy", per_axis)
+    varblur(tmp_path / "in.npy", tmp_path / "out.npy", "--sigma", "2", "--sigma-map",
+            tmp_path / "map.npy", "--axes", "2", "1", "--backend", "numba")  # fmt: skip
+    expected = gaussian_blur(data, 2 * per_axis.transpose(1, 0, 2)[None], axes=(2, 1),
+                             backend="reference", precision="float64")  # fmt: skip
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), expected, atol=2e-6)
+    per_axis_wrong = np.ones((30, 40, 3), np.float32)  # three values for two axes
+    np.save(tmp_path / "map.npy", per_axis_wrong)
+    out = varblur(tmp_path / "in.npy", tmp_path / "out2.npy", "--sigma", "1", "--sigma-map",
+                  tmp_path / "map.npy", "--axes", "1", "2", check_ok=False)  # fmt: skip
+    assert out.returncode == 2
+    assert "nor either with a trailing axis of 2 (one sigma per axis)" in out.stderr
+
+
 def test_zarr_to_zarr_chunked(tmp_path, image):
     stored = zarr.open_array(
         str(tmp_path / "in.zarr"),

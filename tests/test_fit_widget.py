@@ -216,7 +216,8 @@ def test_a_per_axis_fit_gets_one_plane_per_axis_and_the_labels_collapse(viewer, 
     }  # fmt: skip
 
     layer = viewer.layers["cells sigma map per axis"]
-    assert layer.data.shape == (2, *SHAPE) and not is_sigma_map(layer)
+    assert layer.data.shape == (2, *SHAPE) and is_sigma_map(layer)
+    assert layer.metadata[METADATA_KEY]["units"] == "pixels"
     assert layer.data[0].max() == 1.5 and layer.data[1].min() == 3.0
     np.testing.assert_array_equal(layer.scale, (1.0, *SCALE))
     np.testing.assert_array_equal(layer.translate, (0.0, *TRANSLATE))
@@ -234,6 +235,21 @@ def test_a_per_axis_fit_gets_one_plane_per_axis_and_the_labels_collapse(viewer, 
     assert "cells not observable" not in viewer.layers
     assert viewer.layers["cells sigma map per axis"] is layer and layer.data.max() == 1.0
     assert len(viewer.layers) == 4 and blurred in viewer.layers
+
+    # The blur widget offers the per-axis map for the image it fits, and blurs each
+    # axis with its own plane; it is in pixels, so world units are off.
+    blur = dock(viewer, "Gaussian blur")
+    blur.image.value = sharp
+    assert blur.sigma_map.value is layer
+    assert not blur.world_units.enabled and "already in pixels" in blur.world_units.tooltip
+    blur.sigma.value, blur.backend.value = "2", "numba"
+    blur.run_button.native.click()
+    qtbot.waitUntil(lambda: blur._worker is None, timeout=60_000)
+    result = viewer.layers[-1]
+    expected = gaussian_blur(sharp.data, 2 * np.moveaxis(layer.data, 0, -1), backend="numba")
+    np.testing.assert_array_equal(result.data, expected)
+    blur.axes.value = "all"  # two axes still: the map stays
+    assert blur.sigma_map.value is layer
 
 
 @pytest.mark.parametrize(

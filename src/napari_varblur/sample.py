@@ -62,7 +62,9 @@ def defocus_sample_layers() -> list[tuple]:
                 "colormap": "viridis",
                 "visible": False,
                 # tagged (as in napari_varblur.gui.layers) so the blur widget preselects it
-                "metadata": {"napari_varblur": {"role": "sigma-map", "kind": "sample"}},
+                "metadata": {
+                    "napari_varblur": {"role": "sigma-map", "kind": "sample", "units": "pixels"}
+                },
             },
             "image",
         ),

@@ -15,7 +15,11 @@ from ..core.sigma import normalize_global_sigma
 
 
 def map_for_axes(
-    values: Any, image_shape: tuple[int, ...], axes: tuple[int, ...], name: str = "sigma_map"
+    values: Any,
+    image_shape: tuple[int, ...],
+    axes: tuple[int, ...],
+    name: str = "sigma_map",
+    per_axis: bool = False,
 ) -> Any:
     """A sigma map given in a shape that broadcasts to the image's, or in the shape of
     its blurred axes (in the order of ``axes``), as an array that broadcasts to the image.
@@ -24,27 +28,61 @@ def map_for_axes(
     transposed into the image's axis order (``axes=(2, 1)`` takes a map of shape
     ``(n2, n1)``) and gets length-1 batch axes.  NumPy and dask arrays both work.  A map
     with the image's ndim that broadcasts to it is used as is (that reading wins when
-    both fit).
+    both fit).  With ``per_axis``, a per-axis map (one sigma per pixel and blurred axis,
+    an extra trailing axis of ``len(axes)`` in the order of ``axes``) is taken in either
+    shape as well, and keeps its trailing axis last: see :func:`is_per_axis`.
     """
     shape = tuple(values.shape)
-    ndim = len(image_shape)
-    if len(shape) == ndim and all(s in (1, n) for s, n in zip(shape, image_shape)):
-        return values
+    placed = _placed(values, shape, image_shape, axes)
+    if placed is not None:
+        return placed
+    if per_axis and is_per_axis(shape, image_shape, axes):
+        return _placed(values, shape[:-1], image_shape, axes, trailing=True)
     spatial = tuple(image_shape[a] for a in axes)
-    if shape == spatial:
-        order = np.argsort(axes)  # given order -> ascending axis order
-        moved = values.transpose(tuple(int(i) for i in order))
-        return moved.reshape([image_shape[a] if a in axes else 1 for a in range(ndim)])
+    also = f", nor either with a trailing axis of {len(axes)} (one sigma per axis)"
     raise ArgumentError(
         f"{name}: shape {shape} fits neither the image's shape {tuple(image_shape)} nor "
-        f"the shape of its blurred axes {spatial} (axes {tuple(axes)})"
+        f"the shape of its blurred axes {spatial} (axes {tuple(axes)})" + (also if per_axis else "")
     )
 
 
-def scale_map(values: Any, factors: Sequence[float]) -> Any:
-    """A map times one factor per blurred axis: isotropic when the factors agree,
-    else a per-axis map (a trailing axis of factors).  NumPy or dask."""
+def is_per_axis(shape: tuple[int, ...], image_shape: tuple[int, ...], axes: tuple[int, ...]):
+    """Whether a map of ``shape`` is read as a per-axis map by :func:`map_for_axes`: it
+    does not fit as one sigma per pixel, and it does with its trailing axis of
+    ``len(axes)`` taken off."""
+    shape = tuple(shape)
+    if _placement(shape, image_shape, axes) is not None or shape[-1:] != (len(axes),):
+        return False
+    return _placement(shape[:-1], image_shape, axes) is not None
+
+
+def _placement(shape, image_shape, axes) -> str | None:
+    """``"image"`` if ``shape`` broadcasts to the image, ``"axes"`` if it is the blurred
+    axes' shape, else None."""
+    if len(shape) == len(image_shape) and all(s in (1, n) for s, n in zip(shape, image_shape)):
+        return "image"
+    return "axes" if shape == tuple(image_shape[a] for a in axes) else None
+
+
+def _placed(values, shape, image_shape, axes, trailing: bool = False):
+    """``values`` (leading ``shape``, then one trailing axis if ``trailing``) in the
+    image's axis order, or None where the shape does not fit."""
+    where = _placement(tuple(shape), image_shape, axes)
+    if where != "axes":
+        return values if where == "image" else None
+    order = tuple(int(i) for i in np.argsort(axes))  # given order -> ascending axis order
+    extra = (len(axes),) if trailing else ()
+    moved = values.transpose(order + ((len(order),) if trailing else ()))
+    ndim = len(image_shape)
+    return moved.reshape([image_shape[a] if a in axes else 1 for a in range(ndim)] + list(extra))
+
+
+def scale_map(values: Any, factors: Sequence[float], per_axis: bool = False) -> Any:
+    """A map times one factor per blurred axis: isotropic when the factors agree (and
+    the map is), else a per-axis map (a trailing axis of factors).  NumPy or dask."""
     factors = [float(f) for f in factors]
+    if per_axis:
+        return values * np.asarray(factors)
     if all(f == factors[0] for f in factors):
         return values * factors[0]
     return values[..., None] * np.asarray(factors)
@@ -81,10 +119,13 @@ def sigma_argument(
     """The library's ``sigma`` from what a file or layer adapter took: ``sigma`` (one value
     or one per blurred axis) in pixels, or in world units when ``pixel_size`` (one per
     blurred axis) is given, times an optional map of the image's shape or the blurred
-    axes' (:func:`map_for_axes`; errors name ``map_name``)."""
+    axes', either with one sigma per blurred axis as a trailing axis (:func:`map_for_axes`;
+    errors name ``map_name``)."""
     factor = np.asarray(normalize_global_sigma(sigma, len(axes)))
     if pixel_size is not None:
         factor = factor / np.asarray(pixel_size, dtype=np.float64)
     if map_values is None:
         return tuple(float(f) for f in factor)
-    return scale_map(map_for_axes(map_values, image_shape, axes, map_name), factor)
+    per_axis = is_per_axis(tuple(map_values.shape), image_shape, axes)
+    placed = map_for_axes(map_values, image_shape, axes, map_name, per_axis=True)
+    return scale_map(placed, factor, per_axis)

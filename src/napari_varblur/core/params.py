@@ -139,7 +139,8 @@ PARAMS: dict[str, Param] = {
     "sigma_map": Param(
         doc=(
             "A per-pixel sigma image of the image's shape, or of the shape of its blurred\n"
-            "axes (in the order of ``axes``); ``sigma`` multiplies it.\n"
+            "axes (in the order of ``axes``); ``sigma`` multiplies it.  With an extra\n"
+            "trailing axis of ``len(axes)``: one sigma per pixel and blurred axis.\n"
         ),
         help="per-pixel sigma image: the image's shape, or the blurred axes' (times sigma)",
     ),

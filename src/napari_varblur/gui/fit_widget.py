@@ -63,7 +63,16 @@ from .forms import (
     shorten,
 )
 from .layers import DIFFERENCE_COLORMAP, blurred_axes
-from .schema import METADATA_KEY, SIGMA_MAP_ROLE, find_tagged, layer_id, placement, upsert
+from .schema import (
+    METADATA_KEY,
+    PER_AXIS_ROLE,
+    PIXELS,
+    SIGMA_MAP_ROLE,
+    find_tagged,
+    layer_id,
+    placement,
+    upsert,
+)
 
 if TYPE_CHECKING:
     import napari
@@ -71,7 +80,6 @@ if TYPE_CHECKING:
 #: ``metadata[METADATA_KEY]["kind"]`` of every layer this widget makes.
 FIT_KIND = "fit"
 #: Roles of the layers besides the (isotropic) sigma map.
-PER_AXIS_ROLE = "sigma-map-per-axis"
 RESIDUAL_ROLE = "fit-residual"
 NOT_OBSERVABLE_ROLE = "fit-not-observable"
 #: Added to an earlier map's role when a later fit of its pair observed no pixel.
@@ -374,6 +382,7 @@ def publish_fit(
                 "noise": fit.noise,
                 "seconds": round(fit.seconds, 6),
                 "version": __version__,
+                **({"units": PIXELS} if role in (SIGMA_MAP_ROLE, PER_AXIS_ROLE) else {}),
             }
         }
 

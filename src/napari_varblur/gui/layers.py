@@ -20,8 +20,9 @@ from .._steps import run_to_end
 from .._version import __version__
 from ..adapters.numpy_api import gaussian_blur
 from ..adapters.request import marked_pixels, sigma_argument
+from ..core.sigma import normalize_global_sigma
 from ..core.spec import BlurSpec, is_dask_array, normalize_axes
-from .schema import METADATA_KEY, layer_id, placement, upsert
+from .schema import METADATA_KEY, is_per_axis_map, layer_id, map_in_pixels, placement, upsert
 
 if TYPE_CHECKING:
     import napari
@@ -57,6 +58,9 @@ class LayerBlur:
     graph: Any = None
     #: The library's ``mask`` (True = valid, broadcasting to the image), or None.
     mask: Any = None
+    #: How much coarser the blurred data is than the layer's level 0, per axis (a
+    #: multiscale level; ones otherwise): the result's scale is the layer's times this.
+    factors: tuple[float, ...] = ()
 
     @classmethod
     def from_layer(
@@ -82,15 +86,24 @@ class LayerBlur:
         blurred = blurred_axes(layer, axes)
         if not is_dask_array(image) and image.nbytes > LAZY_BYTES:
             image = _as_planes(image, blurred)
-        pixel_size = _world_scale(layer, blurred) if world_units else None
+        factors = level_factors(layer, level)
+        pixel_size = _world_scale(layer, blurred, factors) if world_units else None
         map_name, where, values = None, "sigma_map", None
         if sigma_map is not None:
             is_layer = isinstance(sigma_map, Layer)
             map_name = sigma_map.name if is_layer else "array"
             where = f"sigma_map {map_name!r}" if is_layer else where  # names it in errors
+            if world_units and map_in_pixels(sigma_map):
+                raise ValueError(
+                    f"world_units: {where} is already in pixels (the world units were "
+                    "converted when it was made); turn off sigma in world units"
+                )
             values = _map_values(sigma_map, level)
         sigma_arg = sigma_argument(sigma, image.shape, blurred, pixel_size=pixel_size,
                                    map_values=values, map_name=where)  # fmt: skip
+        pixels = normalize_global_sigma(sigma, len(blurred))
+        if pixel_size is not None:
+            pixels = tuple(float(p / s) for p, s in zip(pixels, pixel_size))
         mask_name, valid = _valid_pixels(mask, mask_marks, image.shape, blurred, level)
         options = dict(
             mode=mode,
@@ -112,12 +125,15 @@ class LayerBlur:
             sigma=sigma if np.isscalar(sigma) else tuple(sigma),
             sigma_map=map_name,
             world_units=world_units,
+            units=_units(layer, blurred) if world_units else "px",
+            sigma_pixels=list(pixels),  # per blurred axis (times the map, with one)
+            level=level if layer.multiscale else None,
             axes=list(blurred),
             mask=mask_name,
             mask_marks=mask_marks,
             **options,
         )
-        return cls(layer, image, sigma_arg, blurred, options, settings, graph, valid)
+        return cls(layer, image, sigma_arg, blurred, options, settings, graph, valid, factors)
 
     @property
     def lazy(self) -> bool:
@@ -181,7 +197,7 @@ class LayerBlur:
             f"mode={s['mode']!r}, cval={s['cval']!r}, truncate={s['truncate']!r}, "
             f"backend={s['backend']!r}, precision={s['precision']!r}, "
             f"tolerance={s['tolerance']!r}, mask={mask}, mask_marks={s['mask_marks']!r}, "
-            f"nan_policy={s['nan_policy']!r}, viewer=viewer)"
+            f"nan_policy={s['nan_policy']!r}, level={s['level']!r}, viewer=viewer)"
         )
 
 
@@ -210,9 +226,12 @@ class BlurResult:
         }
 
     def name(self) -> str:
+        """E.g. ``"cells blurred σ=0.5 µm crop numba"``; a map's name follows a ×."""
         s = self.request.settings
         sigma = f"{s['sigma']}" + (f"×{s['sigma_map']}" if s["sigma_map"] else "")
-        return f"{self.request.layer.name} blurred σ={sigma} {s['mode']} {self.backend}"
+        level = f" level {s['level']}" if s["level"] is not None else ""
+        name = self.request.layer.name
+        return f"{name}{level} blurred σ={sigma} {s['units']} {s['mode']} {self.backend}"
 
     def difference(self) -> np.ndarray:
         image = self.request.image
@@ -321,8 +340,9 @@ def publish(
     It goes directly below the result, so the result (what was asked for) stays the
     visible top layer; hide the result to see the difference.
     """
-    source = result.request.layer
-    out = _upsert(viewer, source, role, result.data, result.name(), result.metadata(role), {})
+    source, factors = result.request.layer, result.request.factors
+    out = _upsert(viewer, source, role, result.data, result.name(), result.metadata(role), {},
+                  factors)  # fmt: skip
     diff_layer = None
     if difference:
         diff = result.difference() if difference_data is None else difference_data
@@ -336,6 +356,7 @@ def publish(
             difference_name or f"{source.name} minus blurred",
             result.metadata(f"{role}-difference"),
             {"colormap": DIFFERENCE_COLORMAP, "contrast_limits": (-limit, limit)},
+            factors,
         )
         if viewer is not None:
             _keep_below(viewer, diff_layer, out)
@@ -441,9 +462,48 @@ def blurred_axes(layer: Image, axes: str | Sequence[int]) -> tuple[int, ...]:
     return normalize_axes(axes, ndim)
 
 
-def _world_scale(layer: Image, axes: tuple[int, ...]) -> np.ndarray:
-    """The layer's scale on each blurred axis (an RGB layer's channel axis has none)."""
-    scale = np.asarray(layer.scale, dtype=np.float64)
+def level_factors(layer: Image, level: int | None) -> tuple[float, ...]:
+    """How much coarser ``level`` of a multiscale layer is than its level 0, per axis of
+    the layer's world (ones for any other layer, or no level)."""
+    if not layer.multiscale or level is None:
+        return (1.0,) * layer.ndim
+    return tuple(float(f) for f in layer.downsample_factors[level][: layer.ndim])
+
+
+def level_choices(layer: Image) -> list[tuple[str, int]]:
+    """A multiscale layer's levels as (label, index): "1: 2048×2048 (16 MiB)", the size
+    of the level's float32 result."""
+    return [(f"{k}: {'×'.join(str(int(n)) for n in shape)} ({_size(np.prod(shape) * 4)})", k)
+            for k, shape in enumerate(layer.level_shapes)]  # fmt: skip
+
+
+def default_level(layer: Image, precision: str = "float32", available: int | None = None) -> int:
+    """The finest level of a multiscale layer whose blur fits in memory: its data, its
+    result and one scratch copy in ``precision`` within half of the ``available`` bytes
+    (default: what the machine has free now); the coarsest if none does."""
+    if available is None:
+        import psutil
+
+        available = psutil.virtual_memory().available
+    itemsize = np.dtype(precision).itemsize
+    for k, shape in enumerate(layer.level_shapes):
+        if 3 * float(np.prod(shape)) * itemsize <= available / 2:
+            return k
+    return len(layer.level_shapes) - 1
+
+
+def _size(nbytes: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if nbytes < 1024 or unit == "GiB":
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.3g} {unit}"
+        nbytes /= 1024
+    return ""  # pragma: no cover
+
+
+def _world_scale(layer: Image, axes: tuple[int, ...], factors: Sequence[float]) -> np.ndarray:
+    """The pixel size on each blurred axis: the layer's scale (times a multiscale level's
+    downsampling).  An RGB layer's channel axis has none."""
+    scale = np.asarray(layer.scale, dtype=np.float64) * np.asarray(factors)
     unscaled = [a for a in axes if a >= len(scale)]
     if unscaled:
         raise ValueError(
@@ -453,10 +513,22 @@ def _world_scale(layer: Image, axes: tuple[int, ...]) -> np.ndarray:
     return scale[list(axes)]
 
 
+def _units(layer: Image, axes: tuple[int, ...]) -> str:
+    """The world unit of the blurred axes, abbreviated ("µm"; napari's default "pixel"
+    is "px"); several, joined by "/" when the axes differ."""
+    units = getattr(layer, "units", None) or ()
+    names = [f"{units[a]:~}" if a < len(units) else "px" for a in axes]
+    names = ["px" if n == "pixel" else n for n in names]
+    return "/".join(dict.fromkeys(names))
+
+
 def _map_values(sigma_map: Layer | np.ndarray, level: int | None):
-    """The sigma map's data: a layer's (at ``level`` when multiscale) or the array's."""
+    """The sigma map's data: a layer's (at ``level`` when multiscale) or the array's.  A
+    per-axis map layer (one plane per axis first, as napari shows it) gets its planes
+    last, as the library takes them."""
     if isinstance(sigma_map, Layer):
-        return _layer_data(sigma_map, "sigma_map", level if sigma_map.multiscale else None)
+        values = _layer_data(sigma_map, "sigma_map", level if sigma_map.multiscale else None)
+        return np.moveaxis(values, 0, -1) if is_per_axis_map(sigma_map) else values
     return _array(sigma_map)
 
 
@@ -520,13 +592,16 @@ def _axes_after(axes: tuple[int, ...], index: tuple) -> tuple[int, ...]:
     return tuple(a - sum(r < a for r in removed) for a in axes)
 
 
-def _upsert(viewer, source, role, data, name, metadata, display) -> Image:
+def _upsert(viewer, source, role, data, name, metadata, display, factors=()) -> Image:
     """Update the result made earlier for (source, role), or make a new one, placed
-    like ``source`` and shown with ``display`` (default: the source's contrast and
-    colormap)."""
+    like ``source`` (a multiscale level's pixels ``factors`` times coarser) and shown
+    with ``display`` (default: the source's contrast and colormap)."""
     if not display:
         display = {"contrast_limits": source.contrast_limits}
         if not source.rgb:
             display["colormap"] = source.colormap
+    place = placement(source)
+    if factors:  # napari draws level k's pixel i at level 0's i * factor
+        place["scale"] = np.asarray(source.scale) * np.asarray(factors)
     return upsert(viewer, Image, role, layer_id(source), data, name, metadata,
-                  {**placement(source), **display}, create={"rgb": source.rgb})  # fmt: skip
+                  {**place, **display}, create={"rgb": source.rgb})  # fmt: skip

@@ -35,7 +35,7 @@ from .forms import (
     show_failure,
     wrapping,
 )
-from .schema import METADATA_KEY, SIGMA_MAP_ROLE
+from .schema import METADATA_KEY, PIXELS, SIGMA_MAP_ROLE
 
 if TYPE_CHECKING:
     import napari
@@ -318,6 +318,7 @@ class SigmaMapWidget(Scrolling, Container):
                 "source_layer": layer.name,
                 "parameters": parameters,
                 "world_units": self.world_units.value,
+                "units": PIXELS,  # world-unit sigmas were divided by the scale
             }
         }
         high = float(values.max()) if values.size else 1.0

@@ -15,9 +15,15 @@ import numpy as np
 from napari.layers import Image, Layer
 
 METADATA_KEY = "napari_varblur"
-#: ``metadata[METADATA_KEY]["role"]`` of a sigma map made by the sample or the
-#: "Make sigma map" widget; the blur widget preselects such a map.
+#: ``metadata[METADATA_KEY]["role"]`` of a sigma map made by the sample, the "Make sigma
+#: map" or the "Estimate sigma map" widget; the blur widget preselects such a map.
 SIGMA_MAP_ROLE = "sigma-map"
+#: The role of a per-axis map ("Estimate sigma map" with one sigma per axis): one plane
+#: per blurred axis along its first axis (napari shows the last axes).
+PER_AXIS_ROLE = "sigma-map-per-axis"
+#: ``metadata[METADATA_KEY]["units"]`` of a map whose values are sigmas in pixels (every
+#: map this package makes: world units are converted when it is made).
+PIXELS = "pixels"
 
 
 def layer_id(layer: Layer) -> str:
@@ -98,32 +104,54 @@ def _source_renamed(existing: Layer, metadata: dict) -> bool:
     return old != metadata.get(METADATA_KEY, {}).get("source_layer")
 
 
+def _info(layer: object) -> dict:
+    info = layer.metadata.get(METADATA_KEY) if isinstance(layer, Image) else None
+    return info if isinstance(info, dict) else {}
+
+
 def is_sigma_map(layer: object) -> bool:
     """Whether ``layer`` is an Image layer tagged as a sigma map (by the sample or the
-    "Make sigma map" widget)."""
-    if not isinstance(layer, Image):
-        return False
-    info = layer.metadata.get(METADATA_KEY)
-    return isinstance(info, dict) and info.get("role") == SIGMA_MAP_ROLE
+    "Make sigma map" or "Estimate sigma map" widget), per-axis ones included."""
+    return _info(layer).get("role") in (SIGMA_MAP_ROLE, PER_AXIS_ROLE)
 
 
-def map_fits(sigma_map: Layer, image: Layer) -> bool:
+def is_per_axis_map(layer: object) -> bool:
+    """Whether ``layer`` is a tagged per-axis map (one plane per blurred axis first)."""
+    return _info(layer).get("role") == PER_AXIS_ROLE
+
+
+def map_in_pixels(layer: object) -> bool:
+    """Whether ``layer`` is a tagged sigma map whose values are already in pixels (so
+    sigma in world units would divide them by the scale a second time)."""
+    return is_sigma_map(layer) and _info(layer).get("units", PIXELS) == PIXELS
+
+
+def map_fits(sigma_map: Layer, image: Layer, naxes: int | None = None) -> bool:
     """Whether the map layer's shape fits the image layer: it broadcasts to the image
-    (same number of axes) or it has the shape of the image's last two (Y, X) axes."""
+    (same number of axes) or it has the shape of the image's last two (Y, X) axes.  A
+    per-axis map fits with its first axis taken off, and that axis ``naxes`` long
+    (when given; else 2 or 3)."""
     if sigma_map is image or sigma_map.multiscale or image.multiscale:
         return False
     shape, target = tuple(sigma_map.data.shape), tuple(image.data.shape)
+    if is_per_axis_map(sigma_map):
+        if not shape or shape[0] not in ((naxes,) if naxes else (2, 3)):
+            return False
+        shape = shape[1:]
     if len(shape) == len(target) and all(s in (1, n) for s, n in zip(shape, target)):
         return True
     spatial = target[-3:-1] if getattr(image, "rgb", False) else target[-2:]
     return shape == spatial
 
 
-def fitting_sigma_map(layers: Sequence[Layer], image: Layer | None) -> Image | None:
-    """The topmost tagged sigma map in ``layers`` that fits ``image``, or None."""
+def fitting_sigma_map(
+    layers: Sequence[Layer], image: Layer | None, naxes: int | None = None
+) -> Image | None:
+    """The topmost tagged sigma map in ``layers`` that fits ``image`` (a per-axis one
+    with ``naxes`` planes: see :func:`map_fits`), or None."""
     if image is None:
         return None
     for layer in reversed(list(layers)):
-        if is_sigma_map(layer) and map_fits(layer, image):
+        if is_sigma_map(layer) and map_fits(layer, image, naxes):
             return layer
     return None

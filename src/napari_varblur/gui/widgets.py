@@ -42,10 +42,13 @@ from .forms import (
 from .layers import (
     MASK_MARKS,
     LayerBlur,
+    blurred_axes,
+    default_level,
     difference_stats,
+    level_choices,
     publish,
 )
-from .schema import fitting_sigma_map, is_sigma_map, map_fits
+from .schema import fitting_sigma_map, is_sigma_map, map_fits, map_in_pixels
 
 if TYPE_CHECKING:
     import napari
@@ -66,9 +69,21 @@ def backend_choices() -> list[tuple[str, str]]:
     return choices
 
 
+#: The level chooser's tooltip (it shows for multiscale layers only).
+LEVEL_TIP = (
+    "the level of a multiscale image to blur (its size as a float32 result); first the "
+    "finest that fits in memory. The result is placed at that level's scale"
+)
+#: Why sigma in world units is off for a map made in pixels (its tooltip says).
+IN_PIXELS_TIP = (
+    "off: the sigma map {name!r} is already in pixels (world units were converted when "
+    "it was made); dividing by the scale again would blur too little"
+)
+
 #: The blur form's fields, in order (the widgets' own fields go before ``mode``).
 BLUR_FIELDS: tuple[Field, ...] = (
     ("image", layer_picker(Image, "image"), "image"),
+    ("level", plain(ComboBox, choices=[], label="level", visible=False), LEVEL_TIP),
     ("sigma_map", layer_picker(Image | None, "sigma map"), "sigma_map"),
     ("sigma", plain(LineEdit, value="2.0", label="sigma (× map)"), "sigma"),
     ("world_units", plain(CheckBox, value=False, text="sigma in world units"), "world_units"),
@@ -107,7 +122,35 @@ class _BlurForm(Scrolling, Threaded, Container):
         at = [name for name, _, _ in BLUR_FIELDS].index("mode")  # extras before the advanced
         fields = fold(self, fields[:at] + extra + fields[at:], BLUR_ADVANCED)
         self._assemble(fields, self.run_text, "the job")
-        self.image.changed.connect(lambda _value: self._preselect_map(image_changed=True))
+        self.image.changed.connect(lambda _value: self._image_changed())
+        self.sigma_map.changed.connect(lambda _value: self._map_changed())
+        self.axes.changed.connect(lambda _value: self._preselect_map(image_changed=True))
+        self._image_changed()
+
+    def _image_changed(self) -> None:
+        self._show_levels()
+        self._preselect_map(image_changed=True)
+
+    def _show_levels(self) -> None:
+        """The level chooser shows for a multiscale image only, set to the finest level
+        that fits in memory."""
+        image = self.image.value
+        multiscale = image is not None and image.multiscale
+        self.level.choices = level_choices(image) if multiscale else []  # empty: None
+        if multiscale:
+            self.level.value = default_level(image, self.precision.value)
+        self.level.visible = multiscale
+
+    def _map_changed(self) -> None:
+        """A map already in pixels turns sigma in world units off (and says why)."""
+        current = self.sigma_map.value
+        in_pixels = map_in_pixels(current)
+        if in_pixels:
+            self.world_units.value = False
+        self.world_units.enabled = not in_pixels
+        self.world_units.tooltip = (
+            IN_PIXELS_TIP.format(name=current.name) if in_pixels else help_of("world_units")
+        )
 
     def reset_choices(self, *args: Any) -> None:
         """Refresh the layer choices (napari calls this when layers come and go), then
@@ -130,9 +173,18 @@ class _BlurForm(Scrolling, Threaded, Container):
         current, image = self.sigma_map.value, self.image.value
         if current is not None and not is_sigma_map(current):
             return
-        if current is not None and not new and image is not None and map_fits(current, image):
+        naxes = self._naxes()
+        if (current is not None and not new and image is not None
+                and map_fits(current, image, naxes)):  # fmt: skip
             return
-        self.sigma_map.value = fitting_sigma_map(layers, image)
+        self.sigma_map.value = fitting_sigma_map(layers, image, naxes)
+
+    def _naxes(self) -> int | None:
+        """How many axes the current choices blur (None if they do not fit the image)."""
+        try:
+            return len(blurred_axes(self.image.value, self.axes.value))
+        except (ValueError, TypeError, AttributeError):
+            return None
 
     # -- helpers for subclasses
     def request(self, backend: str) -> LayerBlur:
@@ -151,6 +203,7 @@ class _BlurForm(Scrolling, Threaded, Container):
             mask=self.mask.value,
             mask_marks=self.mask_marks.value,
             nan_policy=self.nan_policy.value,
+            level=self.level.value,
         )
 
     def run(self) -> None:  # pragma: no cover - overridden
