@@ -1,7 +1,7 @@
 """The first click: import + the first call of each common kind, in a fresh process.
 
-Five calls (float32 global blur 256², float32 sigma map 256², float64 map, masked
-global blur, a tolerance map on a tilted ramp 512²), on the Numba and the JAX backend,
+Six calls (float32 and float64 global blur 256², float32 sigma map 256², float64 map,
+masked global blur, a tolerance map on a tilted ramp 512²), on the Numba and the JAX backend,
 each in a new process with an empty ``NUMBA_CACHE_DIR`` (cold), then in another process
 with that cache filled (warm).  Prints a markdown table and writes
 ``benchmarks/first_call.json``.  Issue 20: the first Numba blur took 25-27 s.
@@ -28,6 +28,9 @@ HERE = Path(__file__).resolve().parent
 #: name -> the first call (``np``, ``gaussian_blur``, ``rng`` and ``backend`` are set).
 CASES = {
     "global f32 256²": "gaussian_blur(rng.random((256, 256), np.float32), 2.0, backend=backend)",
+    "global f64 256²": (
+        "gaussian_blur(rng.random((256, 256)), 2.0, backend=backend, precision='float64')"
+    ),
     "map f32 256²": (
         "gaussian_blur(rng.random((256, 256), np.float32),"
         " rng.uniform(0.5, 3, (256, 256)).astype(np.float32), backend=backend)"

@@ -1,5 +1,5 @@
-"""The background warm-up (issue 20): once per process, on a daemon thread, no Qt, and
-the kernels of the first click ready when it finishes."""
+"""The background warm-up (issue 20): once per process, on a daemon thread and in a
+child process, no Qt, and the kernels of the first click ready when it finishes."""
 
 from __future__ import annotations
 
@@ -23,13 +23,15 @@ def fresh(monkeypatch):
     replaced by a recorder of the threads that ran it."""
     monkeypatch.delenv(warmup.ENV, raising=False)
     monkeypatch.setattr(warmup, "_thread", None)
+    monkeypatch.setattr(warmup, "_children", {})
     ran, release = [], threading.Event()
 
-    def record():
-        ran.append(threading.current_thread())
+    def record(kinds):
+        ran.append((threading.current_thread(), kinds))
         release.wait(10)
 
     monkeypatch.setattr(warmup, "warm_up", record)
+    monkeypatch.setattr(warmup, "_spawn", lambda kind: None)  # no child: all on the thread
     yield ran, release
     release.set()
 
@@ -41,7 +43,7 @@ def test_starts_once_on_a_daemon_thread(fresh):
     assert warmup.start_warm_up() is first  # a second widget starts nothing new
     release.set()
     first.join(10)
-    assert ran == [first] and first is not threading.current_thread()
+    assert ran == [(first, warmup.KINDS)] and first is not threading.current_thread()
 
 
 @pytest.mark.parametrize("value", ["1", "yes"])
@@ -80,6 +82,7 @@ def signatures():
 
 thread = warmup.start_warm_up()
 thread.join(600)
+warmup.wait_for("map", 600)
 warmed, compiled = signatures(), backends.compiles("numba")
 rng = np.random.default_rng(0)
 image = rng.random((256, 256), np.float32)
@@ -94,15 +97,17 @@ print(json.dumps({"warmed": warmed, "new": signatures() - warmed,
 """
 
 
-def test_after_it_the_first_click_compiles_nothing():
-    """With the repository's Numba cache (so loading, not compiling, when it is warm):
-    kernels are counted by their loaded signatures, whichever way they came."""
+def test_after_it_the_first_click_compiles_nothing(tmp_path):
+    """From an empty Numba cache: the thread compiles the global blur's kernels in this
+    process, the child the map's into the cache, and the first click's calls compile
+    nothing (the map's kernels are loaded from the cache: new signatures, no compile)."""
     env = {k: v for k, v in os.environ.items() if k != warmup.ENV}
+    env["NUMBA_CACHE_DIR"] = str(tmp_path)
     done = subprocess.run([sys.executable, "-c", FIRST_CLICK], env=env, check=True,
                           capture_output=True, text=True, timeout=600)  # fmt: skip
     result = json.loads(done.stdout.splitlines()[-1])
-    assert result["warmed"] > 0
-    assert result["new"] == 0 and result["compiled"] == 0, result
+    assert result["warmed"] > 0 and result["new"] > 0  # the map's: loaded, not compiled
+    assert result["compiled"] == 0, result
     assert result["qt"] == []
     # Only what the calls need: an unmasked map compiles without the masked sums.
     assert not {"_tile_sum_valid", "_valid_row", "_fused_masked_kernel"} & set(result["loaded"])
@@ -117,3 +122,50 @@ def test_the_blur_widgets_start_it(make_napari_viewer, monkeypatch, name):
     monkeypatch.setattr(warmup, "start_warm_up", lambda: starts.append(1))
     dock(make_napari_viewer(), name)
     assert starts == [1]
+
+
+def test_a_map_blur_waits_for_the_child_and_a_global_one_does_not(monkeypatch):
+    """A map blur from napari waits for the child compiling the map kernels (then it
+    loads them); a global blur does not wait.  The child here is a real process that
+    sleeps until it is killed."""
+    pytest.importorskip("napari")
+    from napari.layers import Image
+
+    from napari_varblur import blur_layer
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    monkeypatch.setattr(warmup, "_children", {"map": child})
+    try:
+        layer = Image(np.ones((8, 8), np.float32))
+        blur_layer(layer, 1.0, backend="numba")
+        assert child.poll() is None  # the global blur did not wait for it
+        threading.Timer(1.0, child.kill).start()
+        blur_layer(layer, 1.0, np.ones((8, 8), np.float32), backend="numba")
+        assert child.poll() is not None  # the map blur waited until it ended
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_the_status_says_while_the_warm_up_compiles(make_napari_viewer, qtbot, monkeypatch):
+    pytest.importorskip("napari")
+    from conftest import dock
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    monkeypatch.setattr(warmup, "_children", {"map": child})
+    try:
+        viewer = make_napari_viewer()
+        widget = dock(viewer, "Gaussian blur")
+        widget.image.value = viewer.add_image(np.ones((8, 8), np.float32))
+        widget.backend.value = "numba"
+        widget.run_button.native.click()
+        assert widget.status.value.startswith("running (kernels still compiling")
+        qtbot.waitUntil(lambda: widget._worker is None, timeout=60_000)
+        child.kill()
+        child.wait()
+        widget.run_button.native.click()
+        assert widget.status.value == "running..."
+        qtbot.waitUntil(lambda: widget._worker is None, timeout=60_000)
+    finally:
+        child.kill()
+        child.wait()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from napari.layers import Image, Labels, Layer
 
-from .. import backends
+from .. import backends, warmup
 from .._steps import run_to_end
 from .._version import __version__
 from ..adapters.numpy_api import gaussian_blur
@@ -167,6 +167,8 @@ class LayerBlur:
         out = np.empty(self.image.shape, dtype=np.dtype(self.options["precision"]))
         resolved = backends.resolve(self.options["backend"])
         options = dict(self.options, backend=resolved)
+        if resolved == "numba" and isinstance(self.sigma, np.ndarray):
+            warmup.wait_for("map")  # a child compiles the map kernels: load, not compile
         compiled = backends.compiles(resolved)
         for done, index in enumerate(chunks, start=1):
             sigma, mask = self.sigma, self.mask

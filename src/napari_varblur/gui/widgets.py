@@ -234,7 +234,10 @@ class BlurWidget(_BlurForm):
         except (ValueError, TypeError) as err:
             self.fail(str(err))
             return
-        self._start(request.run, len(request.batch_chunks), self._done)
+        starting = "running..."
+        if request.options["backend"] in ("auto", "numba") and warmup.busy():
+            starting = "running (kernels still compiling in the background, first run only)..."
+        self._start(request.run, len(request.batch_chunks), self._done, starting=starting)
 
     def _done(self, result) -> None:
         publish(result, self._viewer, difference=self.difference.value)
