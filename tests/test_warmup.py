@@ -1,5 +1,6 @@
-"""The background warm-up (issue 20): once per process, on a daemon thread and in a
-child process, no Qt, and the kernels of the first click ready when it finishes."""
+"""The background warm-up (issue 20): once per process, in two child processes (or on a
+daemon thread), no Qt, the kernels of the first click ready when it finishes, and a
+quick first click on JAX meanwhile."""
 
 from __future__ import annotations
 
@@ -20,38 +21,41 @@ pytest.importorskip("numba")
 @pytest.fixture
 def fresh(monkeypatch):
     """The warm-up as in a new process (not started, not switched off), ``warm_up``
-    replaced by a recorder of the threads that ran it."""
+    replaced by a recorder of the threads that ran it, and no child process able to
+    start (so the thread does it all)."""
     monkeypatch.delenv(warmup.ENV, raising=False)
-    monkeypatch.setattr(warmup, "_thread", None)
-    monkeypatch.setattr(warmup, "_children", {})
+    monkeypatch.setattr(warmup, "_jobs", {})
     ran, release = [], threading.Event()
 
-    def record(kinds):
-        ran.append((threading.current_thread(), kinds))
+    def record():
+        ran.append(threading.current_thread())
         release.wait(10)
 
     monkeypatch.setattr(warmup, "warm_up", record)
-    monkeypatch.setattr(warmup, "_spawn", lambda kind: None)  # no child: all on the thread
+    monkeypatch.setattr(warmup, "_spawn", lambda kind: None)
     yield ran, release
     release.set()
 
 
-def test_starts_once_on_a_daemon_thread(fresh):
+def test_without_a_child_it_starts_once_on_a_daemon_thread(fresh):
     ran, release = fresh
-    first = warmup.start_warm_up()
-    assert first is not None and first.daemon
-    assert warmup.start_warm_up() is first  # a second widget starts nothing new
+    assert warmup.start_warm_up()
+    thread = warmup._jobs["global"]
+    assert warmup._jobs == {"global": thread, "map": thread} and thread.daemon
+    assert warmup.start_warm_up() and warmup._jobs["map"] is thread  # nothing new
+    assert warmup.busy() and warmup.busy("map")
     release.set()
-    first.join(10)
-    assert ran == [(first, warmup.KINDS)] and first is not threading.current_thread()
+    warmup.wait_for(timeout=10)
+    assert ran == [thread] and thread is not threading.current_thread()
+    assert not warmup.busy()
 
 
 @pytest.mark.parametrize("value", ["1", "yes"])
 def test_the_environment_variable_skips_it(fresh, monkeypatch, value):
     ran, _ = fresh
     monkeypatch.setenv(warmup.ENV, value)
-    assert warmup.start_warm_up() is None
-    assert warmup._thread is None and ran == []
+    assert not warmup.start_warm_up()
+    assert warmup._jobs == {} and ran == [] and not warmup.busy()
 
 
 def test_results_are_the_same_after_it(rng):
@@ -80,9 +84,8 @@ KERNELS = {name: v for m in (nb.band_runs, nb.bands, nb.common, nb.gathers, nb.p
 def signatures():
     return sum(len(v.overloads) for v in KERNELS.values())
 
-thread = warmup.start_warm_up()
-thread.join(600)
-warmup.wait_for("map", 600)
+assert warmup.start_warm_up()
+warmup.wait_for(timeout=600)
 warmed, compiled = signatures(), backends.compiles("numba")
 rng = np.random.default_rng(0)
 image = rng.random((256, 256), np.float32)
@@ -98,15 +101,15 @@ print(json.dumps({"warmed": warmed, "new": signatures() - warmed,
 
 
 def test_after_it_the_first_click_compiles_nothing(tmp_path):
-    """From an empty Numba cache: the thread compiles the global blur's kernels in this
-    process, the child the map's into the cache, and the first click's calls compile
-    nothing (the map's kernels are loaded from the cache: new signatures, no compile)."""
+    """From an empty Numba cache: two child processes compile the global blur's and
+    the map's kernels into the cache, and the first click's calls in this process
+    compile nothing: they load them (new signatures, no compile)."""
     env = {k: v for k, v in os.environ.items() if k != warmup.ENV}
     env["NUMBA_CACHE_DIR"] = str(tmp_path)
     done = subprocess.run([sys.executable, "-c", FIRST_CLICK], env=env, check=True,
                           capture_output=True, text=True, timeout=600)  # fmt: skip
     result = json.loads(done.stdout.splitlines()[-1])
-    assert result["warmed"] > 0 and result["new"] > 0  # the map's: loaded, not compiled
+    assert result["warmed"] == 0 and result["new"] > 0  # loaded, not compiled
     assert result["compiled"] == 0, result
     assert result["qt"] == []
     # Only what the calls need: an unmasked map compiles without the masked sums.
@@ -134,7 +137,7 @@ def test_a_map_blur_waits_for_the_child_and_a_global_one_does_not(monkeypatch):
     from napari_varblur import blur_layer
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    monkeypatch.setattr(warmup, "_children", {"map": child})
+    monkeypatch.setattr(warmup, "_jobs", {"map": child})
     try:
         layer = Image(np.ones((8, 8), np.float32))
         blur_layer(layer, 1.0, backend="numba")
@@ -152,7 +155,7 @@ def test_the_status_says_while_the_warm_up_compiles(make_napari_viewer, qtbot, m
     from conftest import dock
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    monkeypatch.setattr(warmup, "_children", {"map": child})
+    monkeypatch.setattr(warmup, "_jobs", {"map": child})
     try:
         viewer = make_napari_viewer()
         widget = dock(viewer, "Gaussian blur")
@@ -166,6 +169,43 @@ def test_the_status_says_while_the_warm_up_compiles(make_napari_viewer, qtbot, m
         widget.run_button.native.click()
         assert widget.status.value == "running..."
         qtbot.waitUntil(lambda: widget._worker is None, timeout=60_000)
+    finally:
+        child.kill()
+        child.wait()
+
+
+def sleeper() -> subprocess.Popen:
+    """A real process that runs until it is killed: a warm-up still compiling."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+
+
+def test_a_first_click_while_numba_compiles_runs_on_jax(make_napari_viewer, qtbot, monkeypatch):
+    """``auto`` runs a small click on JAX while the warm-up of its kind compiles, and
+    says so; a big one (more window taps than the limit) waits for Numba's kernels."""
+    pytest.importorskip("napari")
+    pytest.importorskip("jax")
+    from conftest import dock
+
+    child = sleeper()
+    monkeypatch.setattr(warmup, "_jobs", {"global": child})
+    try:
+        viewer = make_napari_viewer()
+        widget = dock(viewer, "Gaussian blur")
+        layer = viewer.add_image(np.random.default_rng(0).random((40, 50), np.float32))
+        widget.image.value = layer
+        widget.run_button.native.click()
+        assert widget.status.value.startswith("running on JAX while Numba compiles")
+        qtbot.waitUntil(lambda: widget._worker is None, timeout=60_000)
+        assert " on jax " in widget.status.value and "still compiling" in widget.status.value
+        result = viewer.layers[-1]
+        np.testing.assert_array_equal(result.data, gaussian_blur(layer.data, 2.0, backend="jax"))
+
+        monkeypatch.setattr(warmup, "INTERIM_TAPS", 40 * 50 * 26 - 1)  # one tap too many
+        threading.Timer(1.0, child.kill).start()
+        widget.run_button.native.click()
+        qtbot.waitUntil(lambda: widget._worker is None, timeout=60_000)
+        assert child.poll() is not None  # it waited for the warm-up
+        assert " on numba " in widget.status.value and "still" not in widget.status.value
     finally:
         child.kill()
         child.wait()

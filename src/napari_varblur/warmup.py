@@ -1,27 +1,25 @@
 """Compile the common Numba kernels in the background, before the first click.
 
-A fresh install compiles a kernel on its first call (7-9 s each on 2 cores); napari's
+A fresh install compiles a kernel on its first call (5-8 s each on 2 cores); napari's
 first blur would look frozen that long.  The plugin's blur widgets call
-:func:`start_warm_up` when they are created, and two compiles run at once while the
-user sets up the call: a daemon thread blurs a tiny image with a float32 global sigma
-(the widget's default), and a child process blurs one with a float32 sigma map, which
-stores those kernels in Numba's disk cache.  Numba compiles one kernel at a time in a
-process (under a lock, mostly holding the GIL), so the child uses the second core and
-leaves napari's own thread alone; a map blur that comes while the child still
-compiles waits for it (:func:`wait_for`), then loads the kernels (0.2 s) instead of
-compiling them a second time.
+:func:`start_warm_up` when they are created: two child processes blur a tiny image,
+one with a float32 global sigma (the widget's default) and one with a float32 sigma
+map, and so store those kernels in Numba's disk cache, at the same time on two cores,
+without taking napari's GIL.  A Numba blur of either kind that comes meanwhile waits
+for its child (:func:`wait_for`) and then loads the kernels (0.2 s) instead of
+compiling them a second time; the widget can run a small first click on JAX instead
+(:func:`interim_backend`), which compiles in a second or two.  Where no child process
+can start, a daemon thread of this process compiles both.
 
-Numba compiles under one process-wide lock and a dispatcher looks for an existing
-compile inside it, so a click during the thread's warm-up waits for the kernel being
-compiled and then reuses it: never a second compile, never a half-built one.  JAX is
-not warmed: it compiles per image shape, which a tiny image cannot foresee (and its
-first call compiles in about a second).  No Qt here: the GUI calls this, not the
-reverse.  ``python -m napari_varblur.warmup [global] [map]`` runs the named warm-ups.
+JAX is not warmed: it compiles per image shape, which a tiny image cannot foresee.
+No Qt here: the GUI calls this, not the reverse.  ``python -m napari_varblur.warmup
+[global] [map]`` runs the named warm-ups.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -33,13 +31,17 @@ import numpy as np
 ENV = "NAPARI_VARBLUR_NO_WARMUP"
 #: The warm-ups: a float32 global blur, and a float32 sigma map (``crop``, two axes).
 KINDS = ("global", "map")
-#: How long a map blur waits at most for the child to fill the cache (s).
+#: How long a Numba blur waits at most for a warm-up to finish (s).
 WAIT_S = 120.0
+#: The most window taps (pixels times taps per pixel) a first click runs on JAX while
+#: Numba compiles: about two seconds of JAX on 2 CPU cores (its map blur ran 0.8-1.3e10
+#: taps/s on 512²-1024² maps up to sigma 8), after its own compile of 1-2 s.
+INTERIM_TAPS = 2e10
 
 _LOG = logging.getLogger(__name__)
 _START = threading.Lock()
-_thread: threading.Thread | None = None
-_children: dict[str, subprocess.Popen] = {}
+#: kind -> the child process (or the thread) warming it, once started.
+_jobs: dict[str, subprocess.Popen | threading.Thread] = {}
 
 
 def warm_up(kinds: tuple[str, ...] = KINDS) -> None:
@@ -53,54 +55,85 @@ def warm_up(kinds: tuple[str, ...] = KINDS) -> None:
         gaussian_blur(image, np.ones(image.shape, np.float32), backend="numba")
 
 
-def start_warm_up() -> threading.Thread | None:
-    """Start the warm-up once per process: the map kernels in a child process, the
-    global blur's on a daemon thread (all of it there if no child can start).
+def start_warm_up() -> bool:
+    """Start the warm-up once per process: each kind in a child process, or all on a
+    daemon thread if no child can start.
 
     Returns
     -------
-    threading.Thread or None
-        The warm-up thread (the same one on every call), or ``None`` when it is
-        skipped: ``NAPARI_VARBLUR_NO_WARMUP`` is set, or Numba is not installed.
+    bool
+        Whether a warm-up was started (now or before); False when it is skipped:
+        ``NAPARI_VARBLUR_NO_WARMUP`` is set, or Numba is not installed.
     """
-    global _thread
     if os.environ.get(ENV, "") not in ("", "0"):
-        return None
+        return False
     with _START:
-        if _thread is None:
+        if not _jobs:
             from . import backends
 
             try:
                 backends.load("numba")
             except backends.BackendUnavailableError:
-                return None
-            child = _spawn("map")
-            if child is not None:
-                _children["map"] = child
-            kinds = ("global",) if child is not None else KINDS
-            _thread = threading.Thread(target=_quietly, args=(kinds,),
-                                       name="napari-varblur-warm-up", daemon=True)  # fmt: skip
-            _thread.start()
-        return _thread
+                return False
+            children = {kind: _spawn(kind) for kind in KINDS}
+            if all(child is not None for child in children.values()):
+                _jobs.update(children)
+            else:
+                for child in children.values():
+                    if child is not None:
+                        child.kill()
+                thread = threading.Thread(target=_quietly, name="napari-varblur-warm-up",
+                                          daemon=True)  # fmt: skip
+                thread.start()
+                _jobs.update(dict.fromkeys(KINDS, thread))
+        return True
 
 
-def busy() -> bool:
-    """Whether the warm-up is still compiling (its thread or its child)."""
-    thread_busy = _thread is not None and _thread.is_alive()
-    return thread_busy or any(child.poll() is None for child in _children.values())
+def busy(kind: str | None = None) -> bool:
+    """Whether the warm-up of ``kind`` (default: any) is still compiling."""
+    return any(_running(job) for job in _selected(kind))
 
 
-def wait_for(kind: str, timeout: float = WAIT_S) -> None:
-    """Wait until the child compiling ``kind`` is done (at most ``timeout`` s), so
-    that this process loads its kernels rather than compiling them again.  Returns at
-    once when there is no such child, or it has finished."""
-    child = _children.get(kind)
-    if child is None:
-        return
+def wait_for(kind: str | None = None, timeout: float = WAIT_S) -> None:
+    """Wait until the warm-up of ``kind`` (default: all) is done, at most ``timeout``
+    s, so that this process loads its kernels rather than compiling them again.
+    Returns at once when there is none, or it has finished."""
+    for job in _selected(kind):
+        try:
+            job.wait(timeout) if isinstance(job, subprocess.Popen) else job.join(timeout)
+        except subprocess.TimeoutExpired:
+            _LOG.debug("napari-varblur warm-up %r still running after %s s", kind, timeout)
+
+
+def interim_backend(shape: tuple[int, ...], radii: tuple[int, ...], is_map: bool) -> str | None:
+    """``"jax"`` for a blur that would wait for the warm-up on Numba but runs on JAX in
+    a few seconds: its kind still compiling, JAX importable, and at most
+    :data:`INTERIM_TAPS` window taps (``radii``: the largest radius per blurred axis; a
+    map sums the whole window, a global blur each axis).  Else None."""
+    if not busy("map" if is_map else "global"):
+        return None
+    widths = [2 * r + 1 for r in radii]
+    taps = math.prod(shape) * (math.prod(widths) if is_map else sum(widths))
+    if taps > INTERIM_TAPS:
+        return None
+    from . import backends
+
     try:
-        child.wait(timeout)
-    except subprocess.TimeoutExpired:
-        _LOG.debug("napari-varblur warm-up %r still running after %s s", kind, timeout)
+        backends.load("jax")
+    except backends.BackendUnavailableError:
+        return None
+    return "jax"
+
+
+def _selected(kind: str | None) -> list:
+    """The warm-up job of ``kind`` (none if it has none), or every job for None."""
+    if kind is None:
+        return list(_jobs.values())
+    return [_jobs[kind]] if kind in _jobs else []
+
+
+def _running(job: subprocess.Popen | threading.Thread) -> bool:
+    return job.poll() is None if isinstance(job, subprocess.Popen) else job.is_alive()
 
 
 def _spawn(kind: str) -> subprocess.Popen | None:
@@ -113,15 +146,15 @@ def _spawn(kind: str) -> subprocess.Popen | None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-    except OSError:
+    except (OSError, ValueError):
         _LOG.debug("napari-varblur warm-up: no child process", exc_info=True)
         return None
 
 
-def _quietly(kinds: tuple[str, ...]) -> None:
+def _quietly() -> None:
     """The warm-up, whose failure must not reach the user: the real call reports it."""
     try:
-        warm_up(kinds)
+        warm_up()
     except Exception:
         _LOG.debug("napari-varblur warm-up failed", exc_info=True)
 

@@ -141,6 +141,23 @@ class LayerBlur:
         return self.graph is not None
 
     @property
+    def kind(self) -> str:
+        """``"map"`` for a sigma map, else ``"global"`` (as :mod:`..warmup` names them)."""
+        return "map" if isinstance(self.sigma, np.ndarray) else "global"
+
+    def radii(self) -> tuple[int, ...]:
+        """The largest window radius on each blurred axis (a map's at its largest
+        sigma), as ``truncate`` gives it."""
+        truncate, sigma = self.options["truncate"], self.sigma
+        if not isinstance(sigma, np.ndarray):
+            tops = list(sigma)
+        elif sigma.ndim == self.image.ndim + 1:  # per axis: its own largest on each
+            tops = [float(np.max(sigma[..., k], initial=0.0)) for k in range(sigma.shape[-1])]
+        else:
+            tops = [float(np.max(sigma, initial=0.0))] * len(self.axes)
+        return tuple(int(np.ceil(truncate * top)) for top in tops)
+
+    @property
     def batch_chunks(self) -> list[tuple[slice | int, ...]]:
         """Independent pieces of work (one per index of the first batch axis)."""
         batch = [a for a in range(self.image.ndim) if a not in self.axes]
@@ -167,8 +184,8 @@ class LayerBlur:
         out = np.empty(self.image.shape, dtype=np.dtype(self.options["precision"]))
         resolved = backends.resolve(self.options["backend"])
         options = dict(self.options, backend=resolved)
-        if resolved == "numba" and isinstance(self.sigma, np.ndarray):
-            warmup.wait_for("map")  # a child compiles the map kernels: load, not compile
+        if resolved == "numba" and self.mask is None and options["precision"] == "float32":
+            warmup.wait_for(self.kind)  # a child compiles these kernels: load, not compile
         compiled = backends.compiles(resolved)
         for done, index in enumerate(chunks, start=1):
             sigma, mask = self.sigma, self.mask

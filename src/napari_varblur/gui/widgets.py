@@ -80,6 +80,9 @@ IN_PIXELS_TIP = (
     "it was made); dividing by the scale again would blur too little"
 )
 
+#: What ``auto`` also does here (added to the backend's one-line help).
+AUTO_TIP = "; here auto also runs a click on JAX while Numba compiles its first kernels"
+
 #: The blur form's fields, in order (the widgets' own fields go before ``mode``).
 BLUR_FIELDS: tuple[Field, ...] = (
     ("image", layer_picker(Image, "image"), "image"),
@@ -217,7 +220,7 @@ class BlurWidget(_BlurForm):
 
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
         self.backend = ComboBox(choices=backend_choices(), value="auto", label="backend",
-                                tooltip=help_of("backend"))  # fmt: skip
+                                tooltip=help_of("backend") + AUTO_TIP)  # fmt: skip
         self.difference = CheckBox(
             value=False, text="add difference layer",
             tooltip="also add 'input minus result' as a layer below the result (hide the "
@@ -225,24 +228,45 @@ class BlurWidget(_BlurForm):
         )  # fmt: skip
         super().__init__(viewer, [self.backend, self.difference])
         self.last_result = None
+        self._interim_used = False
 
     def run(self) -> None:
         if self.busy:
             return
         try:
             request = self.request(self.backend.value)
+            interim = self._interim(request)
+            if interim is not None:  # Numba still compiles: this click runs on JAX
+                request = self.request(interim)
         except (ValueError, TypeError) as err:
             self.fail(str(err))
             return
+        self._interim_used = interim is not None
         starting = "running..."
-        if request.options["backend"] in ("auto", "numba") and warmup.busy():
+        if self._interim_used:
+            starting = "running on JAX while Numba compiles (first run only)..."
+        elif request.options["backend"] in ("auto", "numba") and warmup.busy():
             starting = "running (kernels still compiling in the background, first run only)..."
         self._start(request.run, len(request.batch_chunks), self._done, starting=starting)
+
+    @staticmethod
+    def _interim(request: LayerBlur) -> str | None:
+        """The backend for a click that ``auto`` would run on Numba while the warm-up
+        still compiles its kernels: JAX when it is quick (see
+        :func:`~napari_varblur.warmup.interim_backend`), else None."""
+        if request.options["backend"] != "auto" or request.lazy:
+            return None
+        if backends.resolve("auto") != "numba":
+            return None
+        shape, is_map = request.image.shape, request.kind == "map"
+        return warmup.interim_backend(shape, request.radii(), is_map)
 
     def _done(self, result) -> None:
         publish(result, self._viewer, difference=self.difference.value)
         self.last_result = result
         compiled = ", including compiling kernels (first run only)" if result.compiled else ""
+        if self._interim_used:
+            compiled = " (auto: Numba was still compiling its kernels, first run only)"
         self.status.value = (
             f"done in {result.seconds:.3f} s on {result.backend} ({result.device}){compiled}"
         )
