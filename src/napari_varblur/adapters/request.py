@@ -107,6 +107,17 @@ def marked_pixels(
     return ~marked if invalid else marked
 
 
+def pixel_sigma(
+    sigma: Any, naxes: int, pixel_size: Sequence[float] | None = None
+) -> tuple[float, ...]:
+    """``sigma`` (one value or one per blurred axis) in pixels, one per blurred axis:
+    divided by ``pixel_size`` (one per blurred axis) when it is in world units."""
+    factor = np.asarray(normalize_global_sigma(sigma, naxes))
+    if pixel_size is not None:
+        factor = factor / np.asarray(pixel_size, dtype=np.float64)
+    return tuple(float(f) for f in factor)
+
+
 def sigma_argument(
     sigma: Any,
     image_shape: tuple[int, ...],
@@ -121,11 +132,9 @@ def sigma_argument(
     blurred axis) is given, times an optional map of the image's shape or the blurred
     axes', either with one sigma per blurred axis as a trailing axis (:func:`map_for_axes`;
     errors name ``map_name``)."""
-    factor = np.asarray(normalize_global_sigma(sigma, len(axes)))
-    if pixel_size is not None:
-        factor = factor / np.asarray(pixel_size, dtype=np.float64)
+    factor = pixel_sigma(sigma, len(axes), pixel_size)
     if map_values is None:
-        return tuple(float(f) for f in factor)
+        return factor
     per_axis = is_per_axis(tuple(map_values.shape), image_shape, axes)
     placed = map_for_axes(map_values, image_shape, axes, map_name, per_axis=True)
     return scale_map(placed, factor, per_axis)

@@ -19,8 +19,7 @@ from .. import backends, warmup
 from .._steps import run_to_end
 from .._version import __version__
 from ..adapters.numpy_api import gaussian_blur
-from ..adapters.request import marked_pixels, sigma_argument
-from ..core.sigma import normalize_global_sigma
+from ..adapters.request import marked_pixels, pixel_sigma, sigma_argument
 from ..core.spec import BlurSpec, is_dask_array, normalize_axes
 from .schema import METADATA_KEY, is_per_axis_map, layer_id, map_in_pixels, placement, upsert
 
@@ -101,9 +100,6 @@ class LayerBlur:
             values = _map_values(sigma_map, level)
         sigma_arg = sigma_argument(sigma, image.shape, blurred, pixel_size=pixel_size,
                                    map_values=values, map_name=where)  # fmt: skip
-        pixels = normalize_global_sigma(sigma, len(blurred))
-        if pixel_size is not None:
-            pixels = tuple(float(p / s) for p, s in zip(pixels, pixel_size))
         mask_name, valid = _valid_pixels(mask, mask_marks, image.shape, blurred, level)
         options = dict(
             mode=mode,
@@ -126,7 +122,8 @@ class LayerBlur:
             sigma_map=map_name,
             world_units=world_units,
             units=_units(layer, blurred) if world_units else "px",
-            sigma_pixels=list(pixels),  # per blurred axis (times the map, with one)
+            # per blurred axis (times the map, with one)
+            sigma_pixels=list(pixel_sigma(sigma, len(blurred), pixel_size)),
             level=level if layer.multiscale else None,
             axes=list(blurred),
             mask=mask_name,
