@@ -107,6 +107,22 @@ def test_imagej_zyx_keeps_axes_spacing_unit_and_resolution(tmp_path, rng):
     blur(tmp_path / "out.tif", tmp_path / "again.tif", "--sigma", "1", "--world-units")
 
 
+def test_plain_tiff_resolution_in_centimetres_gives_world_units(tmp_path, rng):
+    """A plain TIFF from another tool (tifffile, scikit-image, Bio-Formats) stores its
+    pixel size as pixels per centimetre: read as µm for --world-units.  A print DPI
+    (inch) is not a pixel size: --world-units then refuses the file."""
+    data = rng.random((24, 32)).astype(np.float32)
+    tifffile.imwrite(tmp_path / "in.tif", data, resolution=(1e4 / 0.25, 1e4 / 0.5),
+                     resolutionunit="CENTIMETER")  # fmt: skip  # X 0.25 µm, Y 0.5 µm
+    blur(tmp_path / "in.tif", tmp_path / "out.tif", "--sigma", "1", "--world-units")
+    # 1 µm is 2 pixels along Y (0.5 µm) and 4 along X (0.25 µm).
+    assert_close(tifffile.imread(tmp_path / "out.tif"), expected(data, (2.0, 4.0)), "float32",
+                 data)  # fmt: skip
+    tifffile.imwrite(tmp_path / "photo.tif", data, resolution=(72, 72), resolutionunit="INCH")
+    args = ["blur", tmp_path / "photo.tif", tmp_path / "p.tif", "--sigma", "1", "--world-units"]
+    assert cli.main([str(a) for a in args]) == 2
+
+
 def test_imagej_tcyx_keeps_its_channels_apart(tmp_path, rng):
     data = (rng.random((2, 3, 20, 24)) * 4000).astype(np.uint16)
     ranges = (0.0, 4000.0, 10.0, 3000.0, 0.0, 1000.0)

@@ -246,7 +246,31 @@ def _tiff_info(tif) -> FileInfo:
     if tif.is_imagej:
         return _imagej_info(info, tif.imagej_metadata or {}, page)
     meta = tif.shaped_metadata[0] if tif.shaped_metadata else {}
-    return replace(info, provenance=meta.get(RECORD_KEY), **_listed_scale(meta, len(axes)))
+    listed = _listed_scale(meta, len(axes))
+    if listed["scale"] is None:  # a file from another tool: its resolution tags, if any
+        listed = _per_axis(axes, *_resolution_sizes(page)) or listed
+    return replace(info, provenance=meta.get(RECORD_KEY), **listed)
+
+
+#: TIFF ResolutionUnit 3 (centimetre): pixels per cm, as scientific writers store them
+#: (tifffile, scikit-image, Bio-Formats).  Inch (2) is left out: it is a print DPI, 72 or
+#: 300 for any photograph, not a pixel size.
+_PER_CENTIMETRE = 3
+
+
+def _resolution_sizes(page) -> tuple[dict[str, float], dict[str, str | None]]:
+    """Pixel sizes in µm from a plain TIFF's X/YResolution in pixels per centimetre."""
+    tags = page.tags
+    if "ResolutionUnit" not in tags or int(tags["ResolutionUnit"].value) != _PER_CENTIMETRE:
+        return {}, {}
+    sizes = {}
+    for letter, tag in (("X", "XResolution"), ("Y", "YResolution")):
+        num, den = tags[tag].value if tag in tags else (0, 1)
+        if num and den:
+            sizes[letter] = 1e4 * den / num  # µm per pixel
+    if len(sizes) < 2:
+        return {}, {}
+    return sizes, {"X": "micrometer", "Y": "micrometer"}
 
 
 def _listed_scale(meta: Mapping, ndim: int) -> dict[str, tuple | None]:
