@@ -300,6 +300,26 @@ def test_ome_zarr_output_by_name_has_a_block_mean_pyramid(tmp_path, rng):
     check_record(record, sigma=[1.0])
 
 
+def test_an_rgb_tiff_to_ome_zarr_puts_the_channels_first(tmp_path, rng):
+    """NGFF orders axes time, channel, space: an RGB TIFF's samples (last) go first,
+    and the file reads back with that channel axis (not blurred again)."""
+    data = (rng.random((40, 48, 3)) * 255).astype(np.uint8)
+    tifffile.imwrite(tmp_path / "in.tif", data, photometric="rgb")
+    blur(tmp_path / "in.tif", tmp_path / "out.ome.zarr", "--sigma", "1.5")
+    _, multiscale, _, record, group = ngff_of(tmp_path / "out.ome.zarr")
+    assert multiscale["axes"] == [{"name": "c", "type": "channel"},
+                                  {"name": "y", "type": "space"},
+                                  {"name": "x", "type": "space"}]  # fmt: skip
+    out = np.asarray(group[multiscale["datasets"][0]["path"]])
+    blurred = expected(data, 1.5, channel_axis=-1)
+    assert_close(out, np.moveaxis(blurred, -1, 0), "float32", data)
+    check_record(record, sigma=[1.5], channel_axis=2)
+    from napari_varblur.adapters.io import read_image
+
+    back = read_image(tmp_path / "out.ome.zarr")
+    assert (back.info.axes, back.info.channel_axis, back.data.shape) == ("CYX", 0, (3, 40, 48))
+
+
 def test_ome_zarr_group_without_multiscales_is_a_one_line_error(tmp_path, rng, capsys):
     zarr.open_group(str(tmp_path / "in.zarr"), mode="w").create_array("0", data=np.ones((4, 4)))
     assert (

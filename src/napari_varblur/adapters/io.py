@@ -879,7 +879,8 @@ def _dimension_names(like: FileInfo, ndim: int) -> list[str] | None:
 
 def _write_ome_zarr(result, temp: Path, scheduler, like: FileInfo, record) -> None:
     """An OME-Zarr multiscale image: the result at level 0, then 2x block means of its
-    last two spatial axes while the smaller is at least :data:`PYRAMID_MIN_SIDE`."""
+    last two spatial axes while the smaller is at least :data:`PYRAMID_MIN_SIDE`.  Its
+    axes go in NGFF's order (time, channel, space): an RGB TIFF's samples come first."""
     import dask.array as da
     import zarr
 
@@ -887,6 +888,10 @@ def _write_ome_zarr(result, temp: Path, scheduler, like: FileInfo, record) -> No
     version = version if version in ("0.4", "0.5") else NGFF_VERSION
     zarr_format = 2 if version == "0.4" else 3
     axes = _ngff_axes(like, result.ndim)
+    order = _ngff_order(axes)
+    if order != list(range(result.ndim)):  # e.g. RGB's samples last, ImageJ's Z before C
+        result, axes = result.transpose(order), [axes[i] for i in order]
+        like = replace(like.select(order), extra=like.extra, provenance=like.provenance)
     layout = ({"chunk_key_encoding": {"name": "v2", "separator": "/"}} if zarr_format == 2
               else {"dimension_names": [a["name"] for a in axes]})  # fmt: skip
     group = zarr.open_group(str(temp), mode="w", zarr_format=zarr_format)
@@ -927,6 +932,16 @@ def _ngff_axes(like: FileInfo, ndim: int) -> list[dict[str, Any]]:
             axis["unit"] = unit
         axes.append(axis)
     return axes
+
+
+#: NGFF's axis order: time, then channel (and custom axes), then space.
+_NGFF_RANK = {"time": 0, "channel": 1, "space": 3}
+
+
+def _ngff_order(axes: list[dict[str, Any]]) -> list[int]:
+    """The permutation that puts ``axes`` in NGFF's order, keeping the order within each
+    kind (the spatial axes stay as they were: z, y, x)."""
+    return sorted(range(len(axes)), key=lambda i: _NGFF_RANK.get(axes[i].get("type"), 2))
 
 
 def _ngff_dataset(path: str, scale: list[float], shift: list[float] | None) -> dict:
