@@ -242,6 +242,7 @@ def test_concurrent_numba_calls_survive_the_workqueue_layer():
 def test_numba_compiles_one_map_kernel_per_precision(rng):
     from napari_varblur.backends.numba import gathers
 
+    before = set(gathers._varying3d.signatures)  # other files' tests (masks) add theirs
     image = rng.random((2, 9, 140))
     base = rng.uniform(0, 2, image.shape)
     maps = [base, base.astype(np.float32), (base * 2).astype(np.int16), np.asfortranarray(base),
@@ -252,7 +253,7 @@ def test_numba_compiles_one_map_kernel_per_precision(rng):
             gaussian_blur(image, m, backend="numba", precision=precision)
             plane = m[0][..., :2] if m.ndim == 4 else m[0]
             gaussian_blur(image[0], plane, backend="numba", precision=precision)
-    assert len(gathers._varying3d.signatures) <= 2
+    assert len(set(gathers._varying3d.signatures) - before) <= 2
 
 
 def test_reference_map_memory_does_not_grow_with_the_radius(rng):
