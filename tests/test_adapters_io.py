@@ -1,4 +1,4 @@
-"""``napari_varblur.adapters.io`` in process: what the batch command writes, and what it holds."""
+"""``napari_varblur.adapters.files`` in process: what the batch command writes and holds."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 tifffile = pytest.importorskip("tifffile")
 da = pytest.importorskip("dask.array")
 
-from napari_varblur.adapters.io import (  # noqa: E402
+from napari_varblur.adapters.files import (  # noqa: E402
     FileInfo,
     channel_axis_of,
     output_format,

@@ -282,7 +282,7 @@ def test_interrupt_dropped_anywhere_is_caught_before_the_output_moves(tmp_path):
     still remembered: the finished output is not moved over the old one."""
     import weakref
 
-    from napari_varblur.adapters import interrupts, io
+    from napari_varblur.adapters import files, interrupts
 
     class Thing:
         pass
@@ -294,7 +294,7 @@ def test_interrupt_dropped_anywhere_is_caught_before_the_output_moves(tmp_path):
         del thing  # the finaliser runs here, and Python drops what it raised
         assert interrupts.interrupted()
         with pytest.raises(KeyboardInterrupt):
-            io.write_image(dask.array.ones((4, 5)), tmp_path / "out.npy", overwrite=True)
+            files.write_image(dask.array.ones((4, 5)), tmp_path / "out.npy", overwrite=True)
     assert (tmp_path / "out.npy").read_bytes() == b"precious"
     assert [p.name for p in tmp_path.iterdir()] == ["out.npy"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -48,7 +48,7 @@ def varblur_fit(folder, *args, cache: str) -> subprocess.CompletedProcess:
 
 
 def test_fit_writes_the_map_with_the_pixel_sizes(pair, jax_cache):
-    from napari_varblur.adapters.io import read_image
+    from napari_varblur.adapters.files import read_image
 
     folder, truth = pair
     args = ["--max-sigma", "4", "--max-steps", "30", "--residual", "residual.npy"]

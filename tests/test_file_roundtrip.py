@@ -314,7 +314,7 @@ def test_an_rgb_tiff_to_ome_zarr_puts_the_channels_first(tmp_path, rng):
     blurred = expected(data, 1.5, channel_axis=-1)
     assert_close(out, np.moveaxis(blurred, -1, 0), "float32", data)
     check_record(record, sigma=[1.5], channel_axis=2)
-    from napari_varblur.adapters.io import read_image
+    from napari_varblur.adapters.files import read_image
 
     back = read_image(tmp_path / "out.ome.zarr")
     assert (back.info.axes, back.info.channel_axis, back.data.shape) == ("CYX", 0, (3, 40, 48))

@@ -266,7 +266,7 @@ def blur_command(args: argparse.Namespace) -> int:
 def run_command(name: str, work: Callable[[argparse.Namespace], int], args) -> int:
     """``work(args)``, with its errors as one line on stderr and an exit status: 2 for a
     bad argument or a refused input (the library's ``ValueError``s, an
-    :class:`~.io.ImageFileError`), 1 for a failure (``OSError``, a missing package), 130
+    :class:`~.files.ImageFileError`), 1 for a failure (``OSError``, a missing package), 130
     for Ctrl-C.  Other exceptions are bugs: they keep their traceback."""
     prefix = f"varblur {name}"
     try:
@@ -301,7 +301,7 @@ _EXTRAS = {"distributed": "dask", "napari": "napari", "cupy": "cuda"}
 
 def _channel_argument(text: str | None, source) -> int | None:
     """``--channel-axis``: an int, 'none', or (not given) an RGB(A) TIFF's samples axis."""
-    from .io import channel_axis_of
+    from .files import channel_axis_of
 
     if text is None:
         return channel_axis_of(source)
@@ -327,7 +327,7 @@ def _tolerance_argument(text: str | None) -> float | None:
 def _blur_files(args) -> int:
     from pathlib import Path
 
-    from .io import ImageFileError, read_image, write_image
+    from .files import ImageFileError, read_image, write_image
 
     source, target = Path(args.input), Path(args.output)
     if target.resolve() == source.resolve():
@@ -380,7 +380,7 @@ def _blur_record(args, info, channel: int | None, axes: tuple[int, ...]) -> dict
     """How ``varblur blur`` made its output (stored in it): every option as given, with
     the axes and channel axis it blurred by, the input's pixel sizes under
     ``--world-units``, and the input's own record as ``previous``."""
-    from .io import provenance_record
+    from .files import provenance_record
 
     parameters = {k: v for k, v in vars(args).items() if k not in _NOT_RECORDED}
     parameters.update(axes=list(axes), channel_axis=channel)
@@ -396,7 +396,7 @@ def _sigma_argument(args, shape: tuple[int, ...], scale, axes: tuple[int, ...]):
     A map of the blurred axes' shape is in the order of ``--axes`` (``--axes 2 1`` takes
     a map of shape ``(n2, n1)``); the library's adapter helpers place it in the image.
     """
-    from .io import ImageFileError
+    from .files import ImageFileError
 
     given = args.sigma[0] if len(args.sigma) == 1 else args.sigma
     pixel_size = None
@@ -423,7 +423,7 @@ def _mask_argument(args, shape: tuple[int, ...], axes: tuple[int, ...]):
 
 def _read_named(path: str, option: str):
     """Read the file an option names; a problem with it names the option."""
-    from .io import ImageFileError, read_image
+    from .files import ImageFileError, read_image
 
     try:
         values, _ = read_image(path)

@@ -123,7 +123,7 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
 
 def fit_command(args: argparse.Namespace) -> int:
     """Run ``varblur fit``; raises on errors (the caller reports them in one line)."""
-    from .io import ImageFileError
+    from .files import ImageFileError
 
     sharp_path, blurred_path, target = Path(args.sharp), Path(args.blurred), Path(args.output)
     if args.residual and Path(args.residual).resolve() == target.resolve():
@@ -150,7 +150,7 @@ def fit_command(args: argparse.Namespace) -> int:
 
 def _check_target(name: str, path: Path, inputs: tuple[Path, ...], overwrite: bool) -> None:
     """Refuse an output before the fit, not after it: the fit may take minutes."""
-    from .io import ImageFileError, file_format
+    from .files import ImageFileError, file_format
 
     file_format(path)
     if any(path.resolve() == given.resolve() for given in inputs):
@@ -163,8 +163,8 @@ def _check_target(name: str, path: Path, inputs: tuple[Path, ...], overwrite: bo
 
 def _read(path: Path, name: str) -> tuple[np.ndarray, Any]:
     """An input as a NumPy array (the fit holds it in memory) and its
-    :class:`~.io.FileInfo`."""
-    from .io import ImageFileError, read_image
+    :class:`~.files.FileInfo`."""
+    from .files import ImageFileError, read_image
 
     try:
         data, meta = read_image(path)
@@ -260,7 +260,7 @@ _NOT_RECORDED = ("command", "blurred", "output", "residual", "overwrite")
 def _fit_record(args: argparse.Namespace, info, axes: tuple[int, ...], fit) -> dict[str, Any]:
     """How the map was made (stored in it): the options, the fitted axes, and the fit's
     outcome."""
-    from .io import provenance_record
+    from .files import provenance_record
 
     parameters = {k: v for k, v in vars(args).items() if k not in _NOT_RECORDED}
     parameters.update(axes=list(axes), steps=fit.steps, converged=fit.converged,
@@ -272,7 +272,7 @@ def _fit_record(args: argparse.Namespace, info, axes: tuple[int, ...], fit) -> d
 def _write(values: np.ndarray, path: Path, like, record, args, what: str) -> None:
     import dask.array as da
 
-    from .io import write_image
+    from .files import write_image
 
     array = da.from_array(np.ascontiguousarray(values, dtype=np.float32))
     write_image(array, path, overwrite=args.overwrite, like=like, provenance=record)
