@@ -209,3 +209,10 @@ def test_a_first_click_while_numba_compiles_runs_on_jax(make_napari_viewer, qtbo
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_frozen_app_warms_up_on_a_thread(monkeypatch):
+    """In a frozen app ``sys.executable`` is the app: no child (it would start another
+    napari); the thread compiles instead."""
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    assert warmup._spawn("map") is None

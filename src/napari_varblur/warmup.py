@@ -138,7 +138,10 @@ def _running(job: subprocess.Popen | threading.Thread) -> bool:
 
 def _spawn(kind: str) -> subprocess.Popen | None:
     """``python -m napari_varblur.warmup kind``, silent, in this environment (the same
-    Numba cache); None if it cannot start."""
+    Numba cache); None if it cannot start, or in a frozen app (``sys.executable`` is
+    the app itself there, not a Python)."""
+    if getattr(sys, "frozen", False) or not sys.executable:
+        return None
     try:
         return subprocess.Popen(
             [sys.executable, "-m", "napari_varblur.warmup", kind],
