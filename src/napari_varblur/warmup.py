@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 
 import numpy as np
 
@@ -105,14 +106,17 @@ def wait_for(kind: str | None = None, timeout: float = WAIT_S) -> None:
             _LOG.debug("napari-varblur warm-up %r still running after %s s", kind, timeout)
 
 
-def interim_backend(shape: tuple[int, ...], radii: tuple[int, ...], is_map: bool) -> str | None:
+def interim_backend(
+    shape: tuple[int, ...], radii: Callable[[], tuple[int, ...]], is_map: bool
+) -> str | None:
     """``"jax"`` for a blur that would wait for the warm-up on Numba but runs on JAX in
     a few seconds: its kind still compiling, JAX importable, and at most
-    :data:`INTERIM_TAPS` window taps (``radii``: the largest radius per blurred axis; a
-    map sums the whole window, a global blur each axis).  Else None."""
+    :data:`INTERIM_TAPS` window taps (``radii()``: the largest radius per blurred axis,
+    asked only while the warm-up runs, as it may scan a whole map; a map sums the whole
+    window, a global blur each axis).  Else None."""
     if not busy("map" if is_map else "global"):
         return None
-    widths = [2 * r + 1 for r in radii]
+    widths = [2 * r + 1 for r in radii()]
     taps = math.prod(shape) * (math.prod(widths) if is_map else sum(widths))
     if taps > INTERIM_TAPS:
         return None

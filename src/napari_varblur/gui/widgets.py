@@ -256,10 +256,9 @@ class BlurWidget(_BlurForm):
         :func:`~napari_varblur.warmup.interim_backend`), else None."""
         if request.options["backend"] != "auto" or request.lazy:
             return None
-        if backends.resolve("auto") != "numba":
-            return None
         shape, is_map = request.image.shape, request.kind == "map"
-        return warmup.interim_backend(shape, request.radii(), is_map)
+        interim = warmup.interim_backend(shape, request.radii, is_map)  # None once warm
+        return interim if interim is not None and backends.resolve("auto") == "numba" else None
 
     def _done(self, result) -> None:
         publish(result, self._viewer, difference=self.difference.value)
