@@ -1,4 +1,4 @@
-"""On a GPU a tolerance map runs the exact gather (``engine.cost.gather_on_gpu``): an
+"""On a GPU a tolerance map runs the exact gather (the planner, ``engine.cost.gather_on_gpu``): an
 H200 ran it 12-16x faster than the level loop (``benchmarks/gpu_tolerance.json``).  This
 CPU machine plays a GPU by swapping the JAX backend's ``has_gpu``; every blur still runs
 for real."""
@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 
 import napari_varblur.jax as vjax
-from napari_varblur.adapters import jax_api
 from napari_varblur.backends import jax_xla
 from napari_varblur.core.spec import BlurSpec
-from napari_varblur.engine import cost, router
+from napari_varblur.engine import cost, planner
 
 RNG = np.random.default_rng(5)
 IMAGE = RNG.random((256, 512)).astype(np.float32)
@@ -29,7 +28,6 @@ def gpu(monkeypatch):
     monkeypatch.setattr(
         jax_xla, "BACKEND", dataclasses.replace(jax_xla.BACKEND, has_gpu=lambda: True)
     )
-    monkeypatch.setattr(jax_api, "has_gpu", lambda: True)
 
 
 def spec(backend: str = "jax") -> BlurSpec:
@@ -37,22 +35,22 @@ def spec(backend: str = "jax") -> BlurSpec:
 
 
 def test_cpu_takes_levels():
-    assert router.route(spec()).kind == "levels"
-    assert router.shared_levels(spec()) is not None
+    assert planner.route(spec()).kind == "levels"
+    assert planner.route(spec(), native=True).kind == "levels"
 
 
 def test_gpu_takes_the_gather(gpu):
-    assert router.route(spec()).kind == "gather"
-    assert router.shared_levels(spec()) is None
-    assert router.route(spec("numba")).kind == "levels"  # Numba has no GPU
+    assert planner.route(spec()).kind == "gather"
+    assert planner.route(spec(), native=True).kind == "gather"
+    assert planner.route(spec("numba")).kind == "levels"  # Numba has no GPU
 
 
 def test_gpu_takes_levels_beyond_the_threshold(gpu, monkeypatch):
     window = (2 * 24 + 1) ** 2  # the ramp's largest radius is ceil(3 * 8) = 24
     monkeypatch.setattr(cost, "GPU_GATHER_TAPS", window - 1)
-    assert router.route(spec()).kind == "levels"
+    assert planner.route(spec()).kind == "levels"
     monkeypatch.setattr(cost, "GPU_GATHER_TAPS", window)
-    assert router.route(spec()).kind == "gather"
+    assert planner.route(spec()).kind == "gather"
 
 
 @pytest.mark.parametrize("traced", [False, True])

@@ -15,9 +15,9 @@ import pytest
 from napari_varblur import gaussian_blur
 from napari_varblur.backends import load
 from napari_varblur.backends.numba import bands
+from napari_varblur.core.level_plan import plan_levels
 from napari_varblur.core.spec import BlurSpec
-from napari_varblur.core.taps import map_plan
-from napari_varblur.engine import cost, router, walk
+from napari_varblur.engine import cost, planner, walk
 from test_levels import MODES, adversarial_images, assert_within, exact, random_map
 
 
@@ -30,15 +30,14 @@ def any_runs(monkeypatch):
 def bands_blur(image, sigma, precision="float64", **kw):
     """The level bands forced (``None`` when the plan is not diagonal)."""
     spec = BlurSpec.from_args(image, sigma, backend="numba", precision=precision, **kw)
-    levels, diagonal = cost.levels_for(spec, map_plan(spec))
-    assert diagonal
-    return bands.blur(spec, bands.plan(spec, levels[0]))
+    levels = plan_levels(spec)
+    assert levels.diagonal
+    return bands.blur(spec, bands.plan(spec, levels.levels[0]))
 
 
 def walk_blur(image, sigma, precision="float64", **kw):
     spec = BlurSpec.from_args(image, sigma, backend="numba", precision=precision, **kw)
-    levels, diagonal = cost.levels_for(spec, map_plan(spec))
-    plan = cost.Plan(levels, tuple(spec.shape[a] for a in spec.axes), diagonal, False)
+    plan = cost.Plan(plan_levels(spec), tuple(spec.shape[a] for a in spec.axes))
     return walk.blur(spec, plan, load("numba"))
 
 
@@ -136,7 +135,7 @@ def test_one_pixel_and_short_axes(rng):
         for mode in ("crop", "reflect", "wrap", "nearest"):
             kw = dict(mode=mode, tolerance=1e-3, axes=axes)
             spec = BlurSpec.from_args(image, sigma, backend="numba", **kw)
-            if not cost.levels_for(spec, map_plan(spec))[1]:
+            if not plan_levels(spec).diagonal:
                 continue  # a map along one axis of several is per-axis: the walk's
             out = bands_blur(image, sigma, **kw)
             assert out.shape == shape and len(blurred) >= 1
@@ -146,7 +145,7 @@ def test_one_pixel_and_short_axes(rng):
 def test_planner_takes_bands_for_a_tilted_map_and_the_result_holds(rng):
     image = rng.random((384, 384)).astype(np.float32)
     sigma = ramp(image.shape, (0.5, 0.87), 1.0, 12.0).astype(np.float32)
-    chosen = router.route(BlurSpec.from_args(image, sigma, backend="numba", tolerance=1e-3))
+    chosen = planner.route(BlurSpec.from_args(image, sigma, backend="numba", tolerance=1e-3))
     assert chosen.kind == "levels" and chosen.plan.bands is not None
     out = gaussian_blur(image, sigma, backend="numba", tolerance=1e-3)
     assert_within(out, exact(image, sigma), 1e-3, image, precision="float32")
@@ -154,7 +153,7 @@ def test_planner_takes_bands_for_a_tilted_map_and_the_result_holds(rng):
 
 @pytest.fixture
 def bands_always(monkeypatch):
-    """A Numba cost table under which the router always takes the bands it can."""
+    """A Numba cost table under which the planner always takes the bands it can."""
     free = replace(cost.NUMBA_COSTS, band_pixel=0.0, band_tap=0.0, run=0.0)
     monkeypatch.setitem(cost.COSTS, "numba", free)
 
@@ -166,7 +165,7 @@ def test_masked_and_nan_omitting_blurs_route_through_bands(rng, bands_always, pr
     image[3, 3] = np.nan
     sigma = ramp(image.shape, (1, 1), 0.5, 4.0)
     kw = dict(mask=mask, nan_policy="omit", precision=precision)
-    chosen = router.route(BlurSpec.from_args(image, sigma, tolerance=1e-3, **kw))
+    chosen = planner.route(BlurSpec.from_args(image, sigma, tolerance=1e-3, **kw))
     assert chosen.kind == "levels" and chosen.plan.bands is not None
     out = gaussian_blur(image, sigma, backend="numba", tolerance=1e-3, **kw)
     expected = gaussian_blur(image, sigma, backend="reference", **kw)

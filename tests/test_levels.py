@@ -9,10 +9,10 @@ import pytest
 from napari_varblur import gaussian_blur
 from napari_varblur.backends import load
 from napari_varblur.core import levels
+from napari_varblur.core.level_plan import plan_levels
 from napari_varblur.core.rules import radius_of
 from napari_varblur.core.spec import BlurSpec
-from napari_varblur.core.taps import map_plan
-from napari_varblur.engine import cost, router, walk
+from napari_varblur.engine import cost, planner, walk
 
 MODES = ["crop", "reflect", "mirror", "nearest", "wrap", "constant"]
 BACKENDS = ["numba", "jax", "reference"]
@@ -26,10 +26,9 @@ def exact(image, sigma, **kw):
 def levels_blur(image, sigma, backend, tiles=7, precision="float64", **kw):
     """The level walk forced (small tiles, so tiling and narrowing are exercised)."""
     spec = BlurSpec.from_args(image, sigma, backend=backend, precision=precision, **kw)
-    maps = map_plan(spec)
-    found = cost.levels_for(spec, maps)
+    found = plan_levels(spec)
     assert found is not None
-    plan = cost.Plan(found[0], (tiles,) * len(maps), found[1], False)
+    plan = cost.Plan(found, (tiles,) * len(spec.axes))
     return walk.blur(spec, plan, load(backend))
 
 
@@ -188,8 +187,8 @@ def test_quantised_maps_are_exact_and_chosen_automatically(rng):
     image[3, 3, 3] = np.nan
     for mode in MODES:
         spec = BlurSpec.from_args(image, sigma, mode=mode, backend="numba", precision="float64")
-        plan = router.route(spec).plan
-        assert plan is not None and plan.exact
+        plan = planner.route(spec).plan
+        assert plan is not None and plan.levels.exact
         out = gaussian_blur(image, sigma, mode=mode, backend="numba", precision="float64")
         expected = exact(image, sigma, mode=mode)
         assert np.array_equal(np.isnan(out), np.isnan(expected))
@@ -199,12 +198,12 @@ def test_quantised_maps_are_exact_and_chosen_automatically(rng):
 def test_choice_prefers_the_gather_for_a_rough_map_and_levels_for_a_smooth_one(rng):
     image = rng.random((256, 256)).astype(np.float32)
     rough = rng.uniform(1, 4, image.shape)
-    assert router.route(BlurSpec.from_args(image, rough, tolerance=1e-3)).kind == "gather"
+    assert planner.route(BlurSpec.from_args(image, rough, tolerance=1e-3)).kind == "gather"
     smooth = np.broadcast_to(np.linspace(1.0, 16.0, 256), image.shape) + rough * 1e-6
-    plan = router.route(BlurSpec.from_args(image, smooth, tolerance=1e-3)).plan
-    assert plan is not None and not plan.exact
+    plan = planner.route(BlurSpec.from_args(image, smooth, tolerance=1e-3)).plan
+    assert plan is not None and not plan.levels.exact
     # Without a tolerance a smooth map keeps the exact gather.
-    assert router.route(BlurSpec.from_args(image, smooth)).kind == "gather"
+    assert planner.route(BlurSpec.from_args(image, smooth)).kind == "gather"
     out = gaussian_blur(image, smooth, tolerance=1e-3, backend="numba")
     assert_within(out, exact(image, smooth), 1e-3, image, precision="float32")
 

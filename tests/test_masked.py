@@ -12,9 +12,9 @@ from bruteforce import normalised_blur
 from conftest import ALL_BACKENDS, ALL_MODES, assert_close
 from napari_varblur import gaussian_blur
 from napari_varblur.backends import load
+from napari_varblur.core.level_plan import plan_levels
 from napari_varblur.core.spec import BlurSpec
-from napari_varblur.core.taps import map_plan
-from napari_varblur.engine import cost, masked, router, walk
+from napari_varblur.engine import cost, masked, planner, walk
 
 
 def dead_and_region(shape, rng, nan=True):
@@ -250,8 +250,7 @@ def test_tolerance_levels_keep_the_masked_bound(rng, shared):
     for backend in ("numba", "jax"):
         spec = BlurSpec.from_args(image, sigma, mask=mask, nan_policy="omit", tolerance=t,
                                   backend=backend, precision="float64")  # fmt: skip
-        levels, diagonal = cost.levels_for(spec, map_plan(spec))
-        plan = cost.Plan(levels, (7, 7), diagonal, False)
+        plan = cost.Plan(plan_levels(spec), (7, 7))
         plain = replace(spec, mask=None, nan_policy="propagate")
 
         def run(values, cval, plan=plan, backend=backend, plain=plain):
@@ -271,7 +270,7 @@ def test_tolerance_chooses_levels_for_a_big_smooth_masked_map(rng):
     mask[200:260, 300:330] = False
     t = 1e-2
     spec = BlurSpec.from_args(image, sigma, mask=mask, nan_policy="omit", tolerance=t)
-    assert router.route(spec).kind == "levels"
+    assert planner.route(spec).kind == "levels"
     out = gaussian_blur(image, sigma, mask=mask, nan_policy="omit", tolerance=t,
                         precision="float64")  # fmt: skip
     exact = gaussian_blur(image, sigma, mask=mask, nan_policy="omit", precision="float64")

@@ -15,8 +15,8 @@ from bruteforce import normalised_blur
 from conftest import ALL_BACKENDS, FAST_BACKENDS, assert_close
 from napari_varblur import gaussian_blur
 from napari_varblur.backends import load
+from napari_varblur.core.level_plan import plan_levels
 from napari_varblur.core.spec import BlurSpec
-from napari_varblur.core.taps import map_plan
 from napari_varblur.engine import cost, masked, walk
 
 #: The contract's smallest valid share a masked pixel is filled from.
@@ -141,8 +141,7 @@ def test_quantised_levels_follow_the_rule(backend, precision):
             for mode in MODES:
                 spec = BlurSpec.from_args(image, sigma, mask=valid, mode=mode, backend=backend,
                                           precision=precision)  # fmt: skip
-                levels, diagonal = cost.levels_for(spec, map_plan(spec))
-                plan = cost.Plan(levels, (8,) * len(shape), diagonal, True)
+                plan = cost.Plan(plan_levels(spec), (8,) * len(shape))
                 plain = replace(spec, mask=None)
 
                 def run(v, cval, plan=plan, plain=plain):

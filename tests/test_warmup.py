@@ -13,7 +13,8 @@ import threading
 import numpy as np
 import pytest
 
-from napari_varblur import gaussian_blur, warmup
+from napari_varblur import gaussian_blur
+from napari_varblur.engine import compiling, planner, warmup
 
 pytest.importorskip("numba")
 
@@ -24,7 +25,7 @@ def fresh(monkeypatch):
     replaced by a recorder of the threads that ran it, and no child process able to
     start (so the thread does it all)."""
     monkeypatch.delenv(warmup.ENV, raising=False)
-    monkeypatch.setattr(warmup, "_jobs", {})
+    monkeypatch.setattr(compiling, "jobs", {})
     ran, release = [], threading.Event()
 
     def record():
@@ -40,14 +41,14 @@ def fresh(monkeypatch):
 def test_without_a_child_it_starts_once_on_a_daemon_thread(fresh):
     ran, release = fresh
     assert warmup.start_warm_up()
-    thread = warmup._jobs["global"]
-    assert warmup._jobs == {"global": thread, "map": thread} and thread.daemon
-    assert warmup.start_warm_up() and warmup._jobs["map"] is thread  # nothing new
-    assert warmup.busy() and warmup.busy("map")
+    thread = compiling.jobs["global"]
+    assert compiling.jobs == {"global": thread, "map": thread} and thread.daemon
+    assert warmup.start_warm_up() and compiling.jobs["map"] is thread  # nothing new
+    assert compiling.busy() and compiling.busy("map")
     release.set()
-    warmup.wait_for(timeout=10)
+    compiling.wait_for(timeout=10)
     assert ran == [thread] and thread is not threading.current_thread()
-    assert not warmup.busy()
+    assert not compiling.busy()
 
 
 @pytest.mark.parametrize("value", ["1", "yes"])
@@ -55,7 +56,7 @@ def test_the_environment_variable_skips_it(fresh, monkeypatch, value):
     ran, _ = fresh
     monkeypatch.setenv(warmup.ENV, value)
     assert not warmup.start_warm_up()
-    assert warmup._jobs == {} and ran == [] and not warmup.busy()
+    assert compiling.jobs == {} and ran == [] and not compiling.busy()
 
 
 def test_results_are_the_same_after_it(rng):
@@ -74,7 +75,8 @@ FIRST_CLICK = """
 import json, sys
 import numba
 import numpy as np
-from napari_varblur import backends, gaussian_blur, warmup
+from napari_varblur import backends, gaussian_blur
+from napari_varblur.engine import compiling, warmup
 from napari_varblur.backends import numba as nb
 
 KERNELS = {name: v for m in (nb.band_runs, nb.bands, nb.common, nb.gathers, nb.passes,
@@ -85,7 +87,7 @@ def signatures():
     return sum(len(v.overloads) for v in KERNELS.values())
 
 assert warmup.start_warm_up()
-warmup.wait_for(timeout=600)
+compiling.wait_for(timeout=600)
 warmed, compiled = signatures(), backends.compiles("numba")
 rng = np.random.default_rng(0)
 image = rng.random((256, 256), np.float32)
@@ -137,7 +139,7 @@ def test_a_map_blur_waits_for_the_child_and_a_global_one_does_not(monkeypatch):
     from napari_varblur import blur_layer
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    monkeypatch.setattr(warmup, "_jobs", {"map": child})
+    monkeypatch.setattr(compiling, "jobs", {"map": child})
     try:
         layer = Image(np.ones((8, 8), np.float32))
         blur_layer(layer, 1.0, backend="numba")
@@ -155,7 +157,7 @@ def test_the_status_says_while_the_warm_up_compiles(make_napari_viewer, qtbot, m
     from conftest import dock
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    monkeypatch.setattr(warmup, "_jobs", {"map": child})
+    monkeypatch.setattr(compiling, "jobs", {"map": child})
     try:
         viewer = make_napari_viewer()
         widget = dock(viewer, "Gaussian blur")
@@ -190,7 +192,7 @@ def test_a_first_click_while_numba_compiles_runs_on_jax(make_napari_viewer, qtbo
     if backends.resolve("auto") != "numba":
         pytest.skip("auto runs JAX here (a GPU): nothing waits for Numba")
     child = sleeper()
-    monkeypatch.setattr(warmup, "_jobs", {"global": child})
+    monkeypatch.setattr(compiling, "jobs", {"global": child})
     try:
         viewer = make_napari_viewer()
         widget = dock(viewer, "Gaussian blur")
@@ -203,7 +205,7 @@ def test_a_first_click_while_numba_compiles_runs_on_jax(make_napari_viewer, qtbo
         result = viewer.layers[-1]
         np.testing.assert_array_equal(result.data, gaussian_blur(layer.data, 2.0, backend="jax"))
 
-        monkeypatch.setattr(warmup, "INTERIM_TAPS", 40 * 50 * 26 - 1)  # one tap too many
+        monkeypatch.setattr(planner, "INTERIM_TAPS", 40 * 50 * 26 - 1)  # one tap too many
         threading.Timer(1.0, child.kill).start()
         widget.run_button.native.click()
         qtbot.waitUntil(lambda: widget._worker is None, timeout=60_000)

@@ -18,26 +18,16 @@ Example
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..backends.jax_xla import has_gpu, native
 from ..core.checks import ArgumentError, is_jax_array, is_traced
-from ..core.levels import MAX_LEVEL_RADIUS
-from ..core.params import fill_doc
-from ..core.sigma import traced_layout
-from ..core.spec import (
-    BlurSpec,
-    check_finite_values,
-    check_image,
-    normalize_map_and_mask,
-    normalize_options,
-    normalize_radius,
-)
-from ..engine import cost, masked, router
+from ..core.options import BlurOptions
+from ..core.params import DEFAULT, fill_doc
+from ..core.spec import BlurSpec, check_image, normalize_options, normalize_radius
+from ..engine import masked, native
 
 __all__ = ["gaussian_blur"]
 
@@ -47,16 +37,16 @@ def gaussian_blur(
     image: jax.Array,
     sigma: float | Sequence[float] | jax.Array | np.ndarray,
     *,
-    mode: str | Sequence[str] = "crop",
-    cval: float = 0.0,
-    truncate: float = 3.0,
-    radius: int | Sequence[int] | None = None,
-    axes: int | Sequence[int] | None = None,
-    max_radius: int | Sequence[int] | None = None,
-    tolerance: float | None = None,
-    mask: jax.Array | np.ndarray | None = None,
-    nan_policy: str = "propagate",
-    channel_axis: int | None = None,
+    mode: str | Sequence[str] = DEFAULT.mode,
+    cval: float = DEFAULT.cval,
+    truncate: float = DEFAULT.truncate,
+    radius: int | Sequence[int] | None = DEFAULT.radius,
+    axes: int | Sequence[int] | None = DEFAULT.axes,
+    max_radius: int | Sequence[int] | None = DEFAULT.max_radius,
+    tolerance: float | None = DEFAULT.tolerance,
+    mask: jax.Array | np.ndarray | None = DEFAULT.mask,
+    nan_policy: str = DEFAULT.nan_policy,
+    channel_axis: int | None = DEFAULT.channel_axis,
 ) -> jax.Array:
     """Gaussian blur of a JAX array with a global sigma or a sigma map.
 
@@ -82,9 +72,7 @@ def gaussian_blur(
     axes
         %(axes)s
     max_radius
-        Static largest radius (one int or one per blurred axis) for a traced sigma.
-        Each pixel uses ``min(ceil(truncate * sigma), max_radius)``; values are not
-        checked when traced (a negative sigma acts like its absolute value).
+        %(max_radius)s
     tolerance
         As in :func:`napari_varblur.gaussian_blur`, for an isotropic sigma map (one
         sigma per pixel): the map is blurred by mixing global blurs at a few sigma
@@ -108,9 +96,8 @@ def gaussian_blur(
         The blurred image, same shape, float dtype.
     """
     image = _float_image(image)
-    options = normalize_options(image.ndim, mode=mode, cval=cval, truncate=truncate,
-                                radius=radius, axes=axes, tolerance=tolerance,
-                                nan_policy=nan_policy, channel_axis=channel_axis)  # fmt: skip
+    options = normalize_options(image.ndim, BlurOptions.pick(locals()))
+    options["precision"] = np.dtype(image.dtype)  # the JAX-native API keeps the image's
     if options["nan_policy"] == "raise" and is_traced(image):
         raise ArgumentError(
             "nan_policy: 'raise' needs a concrete image (it is traced here); use "
@@ -119,12 +106,15 @@ def gaussian_blur(
     limits = None if max_radius is None else normalize_radius(max_radius, len(options["axes"]),
                                                               name="max_radius")  # fmt: skip
     if is_traced(sigma):
-        run, valid = _traced(image, sigma, options, mask, limits)
-    else:
-        run, valid = _concrete(image, sigma, options, mask)
-    fill, omit = options["cval"], options["nan_policy"] == "omit"
-    if valid is None and not omit:
+        spec = native.traced_spec(image, sigma, options, mask, limits)
+    else:  # concrete: the NumPy API's checks, radii from the host
+        host = np.asarray(sigma) if is_jax_array(sigma) else sigma
+        spec = BlurSpec.checked(image, host, options, mask)
+    run = native.runner(spec)
+    fill, omit = spec.cval, spec.nan_policy == "omit"
+    if spec.mask is None and not omit:
         return run(image, fill)
+    valid = None if spec.mask is None else jnp.asarray(spec.mask)
     return masked.normalized_convolution(image, valid, fill, omit, run, dtype=image.dtype,
                                          xp=jnp)  # fmt: skip
 
@@ -139,56 +129,3 @@ def _float_image(image) -> jax.Array:
     image = jnp.asarray(image)
     check_image(np.dtype(image.dtype), image.ndim)
     return image if jnp.issubdtype(image.dtype, jnp.floating) else image.astype(jnp.float32)
-
-
-def _concrete(image, sigma, options: dict, mask):
-    """A concrete sigma: the NumPy API's spec (same checks, radii from the host) and the
-    router's choice between levels and the gather."""
-    host = np.asarray(sigma) if is_jax_array(sigma) else sigma
-    spec = BlurSpec.from_options(image, host, options, mask=mask, precision=np.dtype(image.dtype))
-    valid = None if spec.mask is None else jnp.asarray(spec.mask)
-    levels = None if spec.sigma is not None else router.shared_levels(spec)
-
-    def run(values, fill):
-        plain = replace(spec, image=values, cval=fill, mask=None)
-        if spec.sigma is not None:
-            return native.global_passes(values, plain)
-        if levels is not None:
-            return native.concrete_levels(values, plain, levels)
-        return native.concrete_map(values, plain)
-
-    return run, valid
-
-
-def _traced(image, sigma, options: dict, mask, limits):
-    """A traced sigma (a map; a scalar or one value per axis is broadcast) needs a static
-    ``max_radius``; its values are not checked (a negative sigma acts like its absolute
-    value)."""
-    blurred = options["axes"]
-    if options["radius"] is not None:
-        raise ArgumentError("radius: cannot be combined with a traced sigma; use max_radius")
-    if limits is None:
-        raise ArgumentError(
-            "max_radius: a traced sigma needs a static max_radius (an int or one per axis)"
-        )
-    sigma, valid = normalize_map_and_mask(sigma, mask, image.shape, options)
-    if options["nan_policy"] == "raise":
-        check_finite_values(np.asarray(image), None if valid is None else np.asarray(valid),
-                            options["modes"], options["cval"])  # fmt: skip
-    keywords = dict(truncate=options["truncate"], limits=limits)
-    tolerance = options["tolerance"]
-    levels = (
-        tolerance is not None
-        and traced_layout(sigma.shape, image.shape, len(blurred)) == "isotropic"
-        and max(limits) <= MAX_LEVEL_RADIUS
-        and not (has_gpu() and cost.gather_on_gpu(limits))
-    )
-
-    def run(values, fill):
-        if levels:
-            return native.traced_levels(values, sigma, blurred, options["modes"], cval=fill,
-                                        tolerance=tolerance, **keywords)  # fmt: skip
-        return native.traced_map(values, sigma, blurred, options["modes"], cval=fill,
-                                 **keywords)  # fmt: skip
-
-    return run, None if valid is None else jnp.asarray(valid)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ..core.params import fill_doc
+from ..core.options import BlurOptions
+from ..core.params import DEFAULT, fill_doc
 from ..core.spec import BlurSpec
 from ..engine import router
 from .dask_chunks import blur_lazy
@@ -17,17 +18,17 @@ def gaussian_blur(
     image: npt.ArrayLike,
     sigma: float | tuple[float, ...] | np.ndarray,
     *,
-    mode: str | tuple[str, ...] = "crop",
-    cval: float = 0.0,
-    truncate: float = 3.0,
-    radius: int | tuple[int, ...] | None = None,
-    axes: int | tuple[int, ...] | None = None,
-    backend: str = "auto",
-    precision: str | np.dtype = "float32",
-    tolerance: float | None = None,
-    mask: npt.ArrayLike | None = None,
-    nan_policy: str = "propagate",
-    channel_axis: int | None = None,
+    mode: str | tuple[str, ...] = DEFAULT.mode,
+    cval: float = DEFAULT.cval,
+    truncate: float = DEFAULT.truncate,
+    radius: int | tuple[int, ...] | None = DEFAULT.radius,
+    axes: int | tuple[int, ...] | None = DEFAULT.axes,
+    backend: str = DEFAULT.backend,
+    precision: str | np.dtype = DEFAULT.precision,
+    tolerance: float | None = DEFAULT.tolerance,
+    mask: npt.ArrayLike | None = DEFAULT.mask,
+    nan_policy: str = DEFAULT.nan_policy,
+    channel_axis: int | None = DEFAULT.channel_axis,
 ) -> np.ndarray:
     """Gaussian blur with a global sigma or a per-pixel sigma map.
 
@@ -88,20 +89,7 @@ def gaussian_blur(
     >>> float(out[2, 2])
     1.0
     """
-    options = dict(
-        mode=mode,
-        cval=cval,
-        truncate=truncate,
-        radius=radius,
-        axes=axes,
-        backend=backend,
-        precision=precision,
-        tolerance=tolerance,
-        mask=mask,
-        nan_policy=nan_policy,
-        channel_axis=channel_axis,
-    )
-    spec = BlurSpec.from_args(image, sigma, **options)
+    spec = BlurSpec.build(image, sigma, BlurOptions.pick(locals()), mask)
     if spec.lazy:
         return blur_lazy(spec)
     return router.blur(spec)

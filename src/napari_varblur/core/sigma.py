@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .checks import ArgumentError, as_float, is_dask_array, is_number, where
+from .shapes import broadcasts
 
 
 def mean_step(sigma: np.ndarray, axis: int) -> float:
@@ -63,14 +64,9 @@ def map_layout(map_shape: tuple[int, ...], image_shape: tuple[int, ...], naxes: 
     An isotropic map has the image's ndim and broadcasts to the image's shape; a
     per-axis map has an extra trailing axis of length ``len(axes)``.
     """
-    ndim = len(image_shape)
-
-    def broadcasts(shape: tuple[int, ...]) -> bool:
-        return all(s in (1, n) for s, n in zip(shape, image_shape))
-
-    if len(map_shape) == ndim and broadcasts(map_shape):
+    if broadcasts(map_shape, image_shape):
         return False
-    if len(map_shape) == ndim + 1 and map_shape[-1] == naxes and broadcasts(map_shape[:-1]):
+    if map_shape[-1:] == (naxes,) and broadcasts(map_shape[:-1], image_shape):
         return True
     raise ArgumentError(
         f"sigma: a sigma map of shape {tuple(map_shape)} does not fit an image of shape "

@@ -29,14 +29,11 @@ from .checks import (
     where,
 )
 from .modes import Mode, canonical_mode
+from .options import BlurOptions
+from .params import BACKENDS, NAN_POLICIES, PRECISIONS
 from .rules import MAX_GLOBAL_RADIUS, radius_of
+from .shapes import broadcasts
 from .sigma import map_with_channel_axis, normalize_sigma
-
-BACKENDS: tuple[str, ...] = ("auto", "numba", "jax", "reference")
-PRECISIONS: tuple[str, ...] = ("float32", "float64")
-#: scipy.stats' names: keep NaN/inf (they spread over their windows), leave them out
-#: like masked pixels, or refuse them.
-NAN_POLICIES: tuple[str, ...] = ("propagate", "omit", "raise")
 
 __all__ = ["MAX_GLOBAL_RADIUS", "ArgumentError", "BlurSpec", "is_dask_array"]
 
@@ -114,12 +111,7 @@ def mask_with_channel_axis(mask: Any, image_shape: tuple[int, ...], channel: int
     """A mask given without the channel axis, with a length-1 axis there, unless it
     already broadcasts to the image."""
     arr = mask if is_dask_array(mask) or isinstance(mask, np.ndarray) else np.asarray(mask)
-    try:
-        np.broadcast_shapes(tuple(arr.shape), image_shape)
-        return arr
-    except ValueError:
-        pass
-    if arr.ndim != len(image_shape) - 1:
+    if broadcasts(arr.shape, image_shape, leading=True) or arr.ndim != len(image_shape) - 1:
         return arr  # normalize_mask reports it
     return arr.reshape(arr.shape[:channel] + (1,) + arr.shape[channel:])
 
@@ -211,12 +203,11 @@ def normalize_mask(mask: object, image_shape: tuple[int, ...]) -> Any:
             "0/1 (True or 1 = valid pixel)"
         )
     shape = tuple(image_shape)
-    lead = len(shape) - arr.ndim
-    if lead < 0 or not all(m in (1, n) for m, n in zip(arr.shape, shape[lead:])):
+    if not broadcasts(arr.shape, shape, leading=True):
         raise ArgumentError(
             f"mask: shape {tuple(arr.shape)} does not broadcast to the image's shape {shape}"
         )
-    arr = arr.reshape((1,) * lead + tuple(arr.shape))
+    arr = arr.reshape((1,) * (len(shape) - arr.ndim) + tuple(arr.shape))
     if np.dtype(arr.dtype).kind == "b":
         return arr
     if is_traced(arr):  # its values are unknown: any non-zero value is valid
@@ -369,37 +360,27 @@ class BlurSpec:
         arrays = (self.image, self.mask, *(self.sigma_map or ()))
         return any(is_dask_array(a) for a in arrays)
 
-    @classmethod
-    def from_args(
-        cls,
-        image: object,
-        sigma: object,
-        *,
-        mode: object = "crop",
-        cval: object = 0.0,
-        truncate: object = 3.0,
-        radius: object = None,
-        axes: object = None,
-        backend: object = "auto",
-        precision: object = "float32",
-        tolerance: object = None,
-        mask: object = None,
-        nan_policy: object = "propagate",
-        channel_axis: object = None,
-    ) -> BlurSpec:
-        """Validate the arguments of :func:`napari_varblur.gaussian_blur`."""
-        arr = normalize_image(image)
-        options = normalize_options(arr.ndim, mode=mode, cval=cval, truncate=truncate,
-                                    radius=radius, axes=axes, tolerance=tolerance,
-                                    nan_policy=nan_policy, channel_axis=channel_axis)  # fmt: skip
-        prec = normalize_precision(precision)
-        name = normalize_backend(backend)
-        return cls.from_options(arr, sigma, options, mask=mask, precision=prec, backend=name)
+    #: A traced sigma's static largest radius per blurred axis (the JAX-native API's
+    #: ``max_radius``); ``None`` for a concrete sigma.
+    max_radius: tuple[int, ...] | None = None
 
     @classmethod
-    def from_options(
-        cls, arr: Any, sigma: object, options: dict, *, mask: object, precision, backend="auto"
+    def build(
+        cls, image: object, sigma: object, options: BlurOptions, mask: object = None
     ) -> BlurSpec:
+        """Validate the arguments of :func:`napari_varblur.gaussian_blur`: the image,
+        the sigma, the settings (:class:`~napari_varblur.core.options.BlurOptions`) and
+        the mask."""
+        arr = normalize_image(image)
+        return cls.checked(arr, sigma, normalize_options(arr.ndim, options), mask)
+
+    @classmethod
+    def from_args(cls, image: object, sigma: object, *, mask: object = None, **options) -> BlurSpec:
+        """:meth:`build` from keywords (those of ``gaussian_blur``), for scripts and tests."""
+        return cls.build(image, sigma, BlurOptions(**options), mask)
+
+    @classmethod
+    def checked(cls, arr: Any, sigma: object, options: dict, mask: object) -> BlurSpec:
         """The checks that follow :func:`normalize_options`: mask, sigma, radii and
         ``nan_policy="raise"``.  ``arr`` is a normalised image (NumPy, dask, or a JAX
         array for the JAX-native API, which also passes traced masks)."""
@@ -423,8 +404,8 @@ class BlurSpec:
             modes=modes,
             cval=fill,
             truncate=trunc,
-            backend=backend,
-            precision=precision,
+            backend=options["backend"],
+            precision=options["precision"],
             tolerance=options["tolerance"],
             mask=valid,
             nan_policy=options["nan_policy"],
@@ -444,29 +425,20 @@ def normalize_map_and_mask(sigma: object, mask: object, shape: tuple[int, ...], 
     return sigma, normalize_mask(mask, shape)
 
 
-def normalize_options(
-    ndim: int,
-    *,
-    mode: object,
-    cval: object,
-    truncate: object,
-    radius: object,
-    axes: object,
-    tolerance: object,
-    nan_policy: object,
-    channel_axis: object,
-) -> dict:
-    """The arguments every blur API shares, checked in one order, so the NumPy and the
-    JAX-native API given the same bad arguments raise the same first error."""
-    channel, blurred = normalize_channel_axis(channel_axis, axes, ndim)
+def normalize_options(ndim: int, options: BlurOptions) -> dict:
+    """A blur's settings checked in one order, so every API given the same bad
+    arguments raises the same first error; returns them normalised."""
+    channel, blurred = normalize_channel_axis(options.channel_axis, options.axes, ndim)
     k = len(blurred)
     return dict(
         channel=channel,
         axes=blurred,
-        modes=normalize_modes(mode, k),
-        cval=normalize_cval(cval),
-        truncate=normalize_truncate(truncate),
-        radius=normalize_radius(radius, k),
-        tolerance=normalize_tolerance(tolerance),
-        nan_policy=normalize_nan_policy(nan_policy),
+        modes=normalize_modes(options.mode, k),
+        cval=normalize_cval(options.cval),
+        truncate=normalize_truncate(options.truncate),
+        radius=normalize_radius(options.radius, k),
+        tolerance=normalize_tolerance(options.tolerance),
+        nan_policy=normalize_nan_policy(options.nan_policy),
+        precision=normalize_precision(options.precision),
+        backend=normalize_backend(options.backend),
     )

@@ -1,10 +1,11 @@
-"""The level planner: which sigma levels a map needs and whether walking them beats the
-exact gather, from a cost model with one table per backend.
+"""The cost model: whether running a level plan beats the exact gather, and how (the
+tile walk or the backend's level bands), with one table per backend.
 
-:mod:`napari_varblur.core.levels` gives each blurred axis a list of levels; here the
-maps are surveyed once (how fast sigma changes along each axis, each tile's extremes),
-tile lengths are weighed, and the estimated work of the tile walk
-(:mod:`napari_varblur.engine.walk`) is compared with the gather's.
+:func:`napari_varblur.core.level_plan.plan_levels` gives each blurred axis its levels;
+here the maps are surveyed once (how fast sigma changes along each axis, each tile's
+extremes), tile lengths are weighed, and the estimated work of the tile walk
+(:mod:`napari_varblur.engine.walk`) and of the bands is compared with the gather's.
+The planner (:mod:`napari_varblur.engine.planner`) asks.
 """
 
 from __future__ import annotations
@@ -14,14 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.levels import (
-    MAX_LEVEL_RADIUS,
-    AxisLevels,
-    distinct_values,
-    quantised_levels,
-    tolerance_levels,
-    windows,
-)
+from ..core.level_plan import LevelPlan
+from ..core.levels import AxisLevels
 from ..core.rules import radius_of
 from ..core.sigma import mean_step
 from ..core.spec import BlurSpec
@@ -75,13 +70,11 @@ MAX_TILES = 4096
 
 @dataclass(frozen=True)
 class Plan:
-    """Levels per blurred axis and the tiling that runs them."""
+    """A level plan and how it runs: the tiling of the walk, or the backend's bands."""
 
-    levels: tuple[AxisLevels, ...]
+    levels: LevelPlan
     tiles: tuple[int, ...]  # tile length per blurred axis
-    diagonal: bool  # one map for every axis, mixing the same levels on each
-    exact: bool  # quantised on every axis: the exact contract
-    survey: Survey | None = None  # the maps' shape, computed once (else by blur)
+    survey: Survey | None = None  # the maps' shape, computed once (else by the walk)
     bands: object | None = None  # the backend's level bands, when they were chosen
 
 
@@ -125,35 +118,29 @@ class Survey:
                 np.transpose(np.asarray(high[keep], np.float64), order))  # fmt: skip
 
 
-def choose(spec: BlurSpec, costs: CostTable, bands=None) -> Plan | None:
-    """A level plan for a NumPy sigma-map blur, or ``None`` for the exact gather.
+def choose(spec: BlurSpec, levels: LevelPlan, costs: CostTable, bands=None) -> Plan | None:
+    """How to run ``levels`` for a NumPy sigma-map blur, or ``None`` for the exact gather.
 
     ``bands`` is the backend's :class:`~napari_varblur.backends.base.Bands` (or
     ``None``): a diagonal plan weighs them against the tile walk and the gather.
     """
-    if spec.sigma_map is None:
-        return None
     maps = map_plan(spec)
-    found = levels_for(spec, maps)
-    if found is None:
-        return None
-    levels, diagonal = found
-    exact = all(not lv.joined.any() for lv in levels)
     survey = Survey(spec, maps)
     best = None
     for length in _tile_candidates(spec, maps):
         tiles = _tile_lengths(maps, survey.change, length)
-        cost, gather = _estimate(spec, maps, survey, levels, tiles, diagonal, costs)
+        cost, gather = _estimate(spec, maps, survey, levels, tiles, costs)
         if best is None or cost < best[0]:
             best = (cost, gather, tiles)
     cost, gather, tiles = best
-    if diagonal and bands is not None:
-        found = _bands(spec, levels[0], bands, costs, min(cost * WALK_VS_BANDS, gather / MARGIN))
+    if levels.diagonal and bands is not None:
+        beat = min(cost * WALK_VS_BANDS, gather / MARGIN)
+        found = _bands(spec, levels.levels[0], bands, costs, beat)
         if found is not None:
-            return Plan(levels, tiles, diagonal, exact, survey, found)
+            return Plan(levels, tiles, survey, found)
     if cost * MARGIN >= gather:
         return None
-    return Plan(levels, tiles, diagonal, exact, survey)
+    return Plan(levels, tiles, survey)
 
 
 def _bands(spec: BlurSpec, levels: AxisLevels, bands, costs: CostTable, beat: float):
@@ -179,58 +166,6 @@ def gather_on_gpu(radii) -> bool:
 def map_radii(spec: BlurSpec) -> tuple[int, ...]:
     """The gather's padding (its largest radius) per blurred axis of a map spec."""
     return tuple(m.pad for m in map_plan(spec))
-
-
-def levels_for(spec: BlurSpec, maps: list[MapAxis]) -> tuple[tuple[AxisLevels, ...], bool] | None:
-    """Levels per axis and whether they mix diagonally, or ``None`` (exact gather).
-
-    Quantised where an axis's map has few values; otherwise, with a tolerance, one
-    shared list for an isotropic map (when every axis gets the same radii), else one
-    list per axis, the error budget split between the axes that mix.
-    """
-    values = {}
-    for m in maps:
-        if id(m.sigma) not in values:
-            values[id(m.sigma)] = distinct_values(m.sigma)
-    free = [m for m in maps if values[id(m.sigma)] is None]
-    if free and spec.tolerance is None:
-        return None
-    if any(radius_of(float(m.sigma.max()), m.truncate) > MAX_LEVEL_RADIUS for m in free):
-        return None
-    if not free:
-        levels = tuple(quantised_levels(values[id(m.sigma)], m.truncate, m.limit) for m in maps)
-        same = all(np.array_equal(lv.radius, levels[0].radius) for lv in levels)
-        if spec.isotropic and same:
-            return (levels[0],) * len(maps), True
-        return levels, False
-    ranges = {id(m.sigma): _range(m.sigma) for m in free}
-    if spec.isotropic:
-        # One list for every axis, bucketed by the uncapped radius (a crop axis caps
-        # it at n - 1: the same cap for both ends of an interval).
-        low, high, zero = ranges[id(maps[0].sigma)]
-        shapes = [windows(m.n, m.crop, m.limit) for m in maps]
-        shared = tolerance_levels(low, high, zero, 2 * spec.tolerance, spec.truncate, shapes,
-                                  max(m.limit for m in maps))  # fmt: skip
-        return (shared,) * len(maps), True
-    budget = 2 * spec.tolerance / len(free)
-    out = []
-    for m in maps:
-        v = values[id(m.sigma)]
-        if v is not None:
-            out.append(quantised_levels(v, m.truncate, m.limit))
-            continue
-        low, high, zero = ranges[id(m.sigma)]
-        out.append(tolerance_levels(low, high, zero, budget, m.truncate,
-                                    [windows(m.n, m.crop)], m.limit))  # fmt: skip
-    return tuple(out), False
-
-
-def _range(sigma: np.ndarray) -> tuple[float, float, bool]:
-    """Smallest positive sigma, largest sigma, and whether any is 0."""
-    low, high = float(sigma.min()), float(sigma.max())
-    if low > 0 or high == 0:
-        return low, high, low == 0
-    return float(sigma[sigma > 0].min()), high, True
 
 
 def _change(spec: BlurSpec, compact: list[np.ndarray]) -> list[float]:
@@ -260,10 +195,10 @@ def _tile_candidates(spec: BlurSpec, maps: list[MapAxis]) -> tuple[int, ...]:
     return tuple(t for t in out if math.prod(-(-m.n // t) for m in maps) <= MAX_TILES) or out[-1:]
 
 
-def _estimate(spec, maps, survey, levels, tiles, diagonal, costs) -> tuple[float, float]:
+def _estimate(spec, maps, survey, levels: LevelPlan, tiles, costs) -> tuple[float, float]:
     """Estimated seconds-like work of the level walk and of the exact gather, summed
     over tiles, from each tile's smallest and largest sigma per axis."""
-    work = _walk_work(spec, maps, survey, levels, tiles, diagonal)
+    work = _walk_work(spec, maps, survey, levels.levels, tiles, levels.diagonal)
     walk = costs.tap * work["taps"] + costs.call * work["calls"] + costs.tile * work["tiles"]
     walk += costs.sum * work["sums"]
     return walk, costs.gather[min(3, len(maps))] * work["gather"]

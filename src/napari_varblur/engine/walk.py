@@ -16,9 +16,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..backends.base import Backend
+from ..core.level_plan import LevelTable, level_table
 from ..core.levels import level_weight
 from ..core.spec import BlurSpec
-from ..core.taps import AxisPass, MapAxis, level_pass, map_plan
+from ..core.taps import MapAxis, map_plan
 from .cost import Plan, Survey
 
 
@@ -61,20 +62,19 @@ def blur(spec: BlurSpec, plan: Plan, backend: Backend) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class _SourcedPass:
-    """A full-axis pass with its source indices computed once (tiles slice them)."""
+class _Pass:
+    """Row ``j`` of an axis's level table: one level's full-axis pass."""
 
-    p: AxisPass
-    src: np.ndarray
-
-    @classmethod
-    def of(cls, *args) -> _SourcedPass | None:
-        p = level_pass(*args)
-        return None if p is None else cls(p, p.source())
+    table: LevelTable
+    j: int
 
     @property
     def taps(self) -> int:
-        return self.p.taps
+        return int(self.table.taps[self.j])
+
+    @property
+    def src(self) -> np.ndarray:
+        return self.table.src[self.j]
 
 
 class _Walk:
@@ -90,9 +90,9 @@ class _Walk:
         self.spec, self.plan, self.backend = spec, plan, backend
         self.dtype = np.dtype(spec.precision)
         self.maps = survey.compact
-        self.axes = maps
+        self.levels = plan.levels.levels
         self.order = sorted(range(len(maps)), key=lambda i: -survey.change[i])
-        self.passes: dict = {}
+        self.tables: dict = {}
         # A backend that compiles per shape gets whole-image passes (no narrowing).
         self.narrowing = not backend.whole_image_levels
         # Non-finite values (image or cval) need `where` when summing; others do not.
@@ -104,7 +104,7 @@ class _Walk:
         """Blur one tile into ``target`` (the output's view of it)."""
         spec = self.spec
         self.mixes, self.profiles, passes, seen = [], [], [], {}
-        for i, lv in enumerate(self.plan.levels):
+        for i, lv in enumerate(self.levels):
             key = (id(self.maps[i]), id(lv))
             if key not in seen:  # a map and levels shared by several axes: located once
                 k, t = lv.locate(self.maps[i][tile.index(spec, self.maps[i].shape)], self.dtype)
@@ -172,7 +172,7 @@ class _Walk:
             self._add(z, weight, box)
             return
         i = self.order[depth]
-        follow = self.plan.diagonal and level is not None
+        follow = self.plan.levels.diagonal and level is not None
         for lvl, p in self.pass_of[i].items():
             if follow and lvl != level:
                 continue
@@ -209,16 +209,14 @@ class _Walk:
             with np.errstate(invalid="ignore"):
                 target += np.where(weight != 0, weight * z, self.dtype.type(0))
 
-    def _axis_pass(self, i: int, level: int):
-        """The full-axis pass of one level (``None``: the axis untouched), built once."""
-        key = (i, level)
-        if key not in self.passes:
-            m, lv = self.axes[i], self.plan.levels[i]
-            sigma, radius = float(lv.sigma[level]), int(lv.radius[level])
-            self.passes[key] = _SourcedPass.of(
-                m.axis, m.n, sigma, radius, m.mode, self.spec.cval, self.dtype
-            )
-        return self.passes[key]
+    def _axis_pass(self, i: int, level: int) -> _Pass | None:
+        """The full-axis pass of one level (``None``: the axis untouched); each axis's
+        table of every level is built once, by the level engine."""
+        if i not in self.tables:
+            lv = self.levels[i]
+            self.tables[i] = level_table(self.spec, i, lv, np.arange(len(lv)), self.dtype)
+        table = self.tables[i]
+        return None if table.passes[level] is None else _Pass(table, level)
 
 
 def _used(k: np.ndarray, t: np.ndarray | None) -> list[int]:
@@ -231,7 +229,7 @@ def _used(k: np.ndarray, t: np.ndarray | None) -> list[int]:
     return (np.flatnonzero(hits) + lo).tolist()
 
 
-def _reads(p: _SourcedPass | None, lo: int, hi: int) -> tuple[int, int]:
+def _reads(p: _Pass | None, lo: int, hi: int) -> tuple[int, int]:
     """The pixels (``[first, last + 1)``) a pass reads for outputs ``lo .. hi - 1``."""
     if p is None:
         return lo, hi
@@ -248,11 +246,13 @@ def _block_index(spec: BlurSpec, tile: Tile, pass_of) -> tuple:
     return tuple(index)
 
 
-def _run_pass(z, axis: int, lo: int, hi: int, first: int, p: _SourcedPass | None, backend):
+def _run_pass(z, axis: int, lo: int, hi: int, first: int, p: _Pass | None, backend):
     """One level's pass along ``axis`` of a block that starts at pixel ``first`` there:
     the outputs ``lo .. hi - 1``."""
     if p is None:
         return z[(slice(None),) * axis + (slice(lo - first, hi - first),)]
+    table, j = p.table, p.j
     src = p.src[lo : hi + p.taps - 1]
     src = np.where(src >= 0, src - first, -1)
-    return backend.correlate(z, axis, src, p.p.fill, p.p.weights, p.p.scale[lo:hi])
+    return backend.correlate(z, axis, src, table.fill[j], table.weights[j, : p.taps],
+                             table.scale[j, lo:hi])  # fmt: skip

@@ -259,18 +259,14 @@ def fit_sigma_map_steps(
     return _in_given_order(steps, order) if per_axis else steps
 
 
-def objective_tolerance(blurred, valid, axes) -> float | None:
-    """The objective's blur: on the CPU by sigma levels (a 24x40x48 volume's value and
-    gradient in 0.17 s instead of 1.09 s, 112x136 in 13 ms instead of 27 ms, and far
-    less to compile); on a GPU exact, where the gather is the faster program
-    (:func:`napari_varblur.engine.cost.gather_on_gpu`).  The levels' error stays under
-    a third of the blurred image's noise: the largest of :data:`TOLERANCES` (shares of
-    the value range; a few, so that few programs compile) below it.  The final map,
-    model image and standard errors are always computed exactly."""
-    from ..backends.jax_xla import has_gpu
-
-    if has_gpu():
-        return None
+def objective_tolerance(blurred, valid, axes) -> float:
+    """The objective's blur runs by sigma levels within this tolerance (a 24x40x48
+    volume's value and gradient in 0.17 s instead of 1.09 s on the CPU, 112x136 in 13 ms
+    instead of 27 ms, and far less to compile), where the planner finds levels faster
+    (:func:`napari_varblur.engine.planner.route`: on a GPU it runs the exact gather).
+    The levels' error stays under a third of the blurred image's noise: the largest of
+    :data:`TOLERANCES` (shares of the value range; a few, so that few programs compile)
+    below it.  The final map, model image and standard errors are always exact."""
     values = blurred[valid]
     spread = float(np.ptp(values)) if values.size else 0.0
     share = NOISE_SHARE * noise_level(blurred, valid, axes, robust=False) / spread if spread else 0

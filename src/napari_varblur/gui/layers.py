@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from napari.layers import Image, Labels, Layer
 
-from .. import backends, warmup
+from .. import backends
 from .._steps import run_to_end
 from .._version import __version__
 from ..adapters.numpy_api import gaussian_blur
@@ -60,6 +60,8 @@ class LayerBlur:
     #: How much coarser the blurred data is than the layer's level 0, per axis (a
     #: multiscale level; ones otherwise): the result's scale is the layer's times this.
     factors: tuple[float, ...] = ()
+    #: The validated spec of the whole (NumPy) blur, for the planner; None when lazy.
+    spec: BlurSpec | None = None
 
     @classmethod
     def from_layer(
@@ -112,11 +114,11 @@ class LayerBlur:
         )
         # Validate now, on the caller's thread, so a bad choice fails before any work.
         # (A lazy result is only a graph: building it checks everything, dask maps too.)
-        graph = None
+        graph = spec = None
         if any(is_dask_array(a) for a in (image, sigma_arg, valid)):
             graph = gaussian_blur(_lazy(image), sigma_arg, axes=blurred, mask=valid, **options)
         else:  # the image itself: nan_policy="raise" checks it here, with its own index
-            BlurSpec.from_args(image, sigma_arg, axes=blurred, mask=valid, **options)
+            spec = BlurSpec.from_args(image, sigma_arg, axes=blurred, mask=valid, **options)
         settings = dict(
             sigma=sigma if np.isscalar(sigma) else tuple(sigma),
             sigma_map=map_name,
@@ -130,29 +132,13 @@ class LayerBlur:
             mask_marks=mask_marks,
             **options,
         )
-        return cls(layer, image, sigma_arg, blurred, options, settings, graph, valid, factors)
+        return cls(layer, image, sigma_arg, blurred, options, settings, graph, valid, factors,
+                   spec)  # fmt: skip
 
     @property
     def lazy(self) -> bool:
         """Whether the result is a lazy dask array (computed as napari shows it)."""
         return self.graph is not None
-
-    @property
-    def kind(self) -> str:
-        """``"map"`` for a sigma map, else ``"global"`` (as :mod:`..warmup` names them)."""
-        return "map" if isinstance(self.sigma, np.ndarray) else "global"
-
-    def radii(self) -> tuple[int, ...]:
-        """The largest window radius on each blurred axis (a map's at its largest
-        sigma), as ``truncate`` gives it."""
-        truncate, sigma = self.options["truncate"], self.sigma
-        if not isinstance(sigma, np.ndarray):
-            tops = list(sigma)
-        elif sigma.ndim == self.image.ndim + 1:  # per axis: its own largest on each
-            tops = [float(np.max(sigma[..., k], initial=0.0)) for k in range(sigma.shape[-1])]
-        else:
-            tops = [float(np.max(sigma, initial=0.0))] * len(self.axes)
-        return tuple(int(np.ceil(truncate * top)) for top in tops)
 
     @property
     def batch_chunks(self) -> list[tuple[slice | int, ...]]:
@@ -181,8 +167,6 @@ class LayerBlur:
         out = np.empty(self.image.shape, dtype=np.dtype(self.options["precision"]))
         resolved = backends.resolve(self.options["backend"])
         options = dict(self.options, backend=resolved)
-        if resolved == "numba" and self.mask is None and options["precision"] == "float32":
-            warmup.wait_for(self.kind)  # a child compiles these kernels: load, not compile
         compiled = backends.compiles(resolved)
         for done, index in enumerate(chunks, start=1):
             sigma, mask = self.sigma, self.mask

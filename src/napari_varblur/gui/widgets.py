@@ -21,11 +21,12 @@ from magicgui.widgets import (
 from napari.layers import Image
 from napari.utils.notifications import show_info
 
-from .. import backends, warmup
+from .. import backends
 from .._steps import map_steps
 from ..core.modes import MODE_ALIASES, MODE_NAMES
 from ..core.params import help_of
 from ..core.spec import NAN_POLICIES
+from ..engine import compiling, planner, warmup
 from .forms import (
     Field,
     Scrolling,
@@ -245,20 +246,18 @@ class BlurWidget(_BlurForm):
         starting = "running..."
         if self._interim_used:
             starting = "running on JAX while Numba compiles (first run only)..."
-        elif request.options["backend"] in ("auto", "numba") and warmup.busy():
+        elif request.options["backend"] in ("auto", "numba") and compiling.busy():
             starting = "running (kernels still compiling in the background, first run only)..."
         self._start(request.run, len(request.batch_chunks), self._done, starting=starting)
 
     @staticmethod
     def _interim(request: LayerBlur) -> str | None:
-        """The backend for a click that ``auto`` would run on Numba while the warm-up
-        still compiles its kernels: JAX when it is quick (see
-        :func:`~napari_varblur.warmup.interim_backend`), else None."""
-        if request.options["backend"] != "auto" or request.lazy:
+        """The backend the planner runs a click on instead of ``auto``'s Numba while
+        the warm-up still compiles its kernels (JAX, when it is quick), else None."""
+        if request.spec is None:
             return None
-        shape, is_map = request.image.shape, request.kind == "map"
-        interim = warmup.interim_backend(shape, request.radii, is_map)  # None once warm
-        return interim if interim is not None and backends.resolve("auto") == "numba" else None
+        chosen = planner.route(request.spec, interim=True)
+        return chosen.name if chosen.interim else None
 
     def _done(self, result) -> None:
         publish(result, self._viewer, difference=self.difference.value)

@@ -13,19 +13,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...core.levels import AxisLevels, bucket_range, level_weight, tolerance_levels, windows
+from ...core.level_plan import LevelPlan, level_table
+from ...core.levels import AxisLevels, bucket_range, level_weight
 from ...core.rules import exponent_of
 from ...core.sigma import traced_layout
 from ...core.spec import BlurSpec
-from ...core.taps import (
-    from_working_layout,
-    gaussian_taps,
-    global_plan,
-    level_pass,
-    map_limit,
-    map_plan,
-    working_layout,
-)
+from ...core.taps import from_working_layout, global_plan, map_plan, working_layout
 from .gather import float64_ceil_product, varying_blur
 from .passes import correlate_axis
 
@@ -52,34 +45,32 @@ def concrete_map(image: jax.Array, spec: BlurSpec) -> jax.Array:
     return _run_varying(image, spec.axes, radius, exponent, spec.cval, spec.modes, layout)
 
 
-def _per_axis_sigma(sigma, image, k: int) -> list:
-    """A traced sigma (scalar, one per axis, or a map) as one image-shaped array per axis."""
-    layout = traced_layout(sigma.shape, image.shape, k)
+def traced_maps(sigma, image_shape: tuple[int, ...], k: int) -> tuple:
+    """A traced sigma (a scalar, one per axis, or a map) as one image-shaped array per
+    blurred axis (the same object for every axis when it is isotropic)."""
+    layout = traced_layout(sigma.shape, image_shape, k)
     if layout == "values":
-        return [jnp.broadcast_to(sigma[i], image.shape) for i in range(k)]
+        return tuple(jnp.broadcast_to(sigma[i], image_shape) for i in range(k))
     if layout == "per-axis":
-        return [jnp.broadcast_to(sigma[..., i], image.shape) for i in range(k)]
-    return [jnp.broadcast_to(sigma, image.shape)] * k
+        return tuple(jnp.broadcast_to(sigma[..., i], image_shape) for i in range(k))
+    return (jnp.broadcast_to(sigma, image_shape),) * k
 
 
-def traced_map(image, sigma, blurred, modes, *, cval, truncate, limits):
+def traced_map(image: jax.Array, spec: BlurSpec) -> jax.Array:
     """A traced map: each pixel's radius from its sigma (the float64 rule, exactly),
-    capped at ``limits`` (the static ``max_radius``)."""
-    k = len(blurred)
-    per_axis = _per_axis_sigma(jnp.asarray(sigma), image, k)
+    capped at ``spec.max_radius``."""
     radii, exponents, layout = [], [], []
-    for i, axis in enumerate(blurred):
-        n = image.shape[axis]
-        s = jnp.abs(per_axis[i].astype(image.dtype))
-        limit = modes[i].map_limit(n)
-        pad = limits[i] if limit is None else min(limits[i], limit)
-        r = float64_ceil_product(truncate, jax.lax.stop_gradient(jnp.abs(per_axis[i])))
+    for i, axis in enumerate(spec.axes):
+        n, mode = image.shape[axis], spec.modes[i]
+        s = jnp.abs(spec.sigma_map[i].astype(image.dtype))
+        limit = mode.map_limit(n)
+        pad = spec.max_radius[i] if limit is None else min(spec.max_radius[i], limit)
+        r = float64_ceil_product(spec.truncate, jax.lax.stop_gradient(jnp.abs(spec.sigma_map[i])))
         radii.append(jnp.clip(r, 0, pad).astype(jnp.int32))
         exponents.append(exponent_of(s, xp=jnp))
-        layout.append((n, modes[i], pad))
-    return _run_varying(
-        image, blurred, jnp.stack(radii), jnp.stack(exponents), cval, modes, tuple(layout)
-    )
+        layout.append((n, mode, pad))
+    return _run_varying(image, spec.axes, jnp.stack(radii), jnp.stack(exponents), spec.cval,
+                        spec.modes, tuple(layout))  # fmt: skip
 
 
 def _run_varying(image, blurred, radius, exponent, cval, modes, layout):
@@ -92,78 +83,51 @@ def _run_varying(image, blurred, radius, exponent, cval, modes, layout):
     return from_working_layout(out, image.shape, blurred)
 
 
-def concrete_levels(image: jax.Array, spec: BlurSpec, lv: AxisLevels) -> jax.Array:
-    """An isotropic concrete map by levels: each pixel's level and weight from the host."""
+def concrete_levels(image: jax.Array, spec: BlurSpec, plan: LevelPlan) -> jax.Array:
+    """An isotropic concrete map by the planner's shared levels: each pixel's level and
+    weight from the host, only the levels some pixel uses."""
+    lv = plan.levels[0]
     sigma = np.broadcast_to(spec.sigma_map[0], spec.shape)
     k, t = lv.locate(sigma)
     t = np.zeros(spec.shape) if t is None else t
     used = np.unique(np.concatenate([k.ravel(), (k + 1)[t > 0]]))
-    tables = _level_tables(spec.shape, spec.axes, spec.modes, spec.cval, lv, used, image.dtype)
     position = np.searchsorted(used, k)  # each pixel's level as an index into `used`
-    return _mix_levels(image, spec.axes, spec.modes, spec.cval, tables,
-                       jnp.asarray(position), jnp.asarray(t, image.dtype))  # fmt: skip
+    return _mix_levels(image, spec, lv, used, jnp.asarray(position), jnp.asarray(t, image.dtype))
 
 
-def traced_levels(image, sigma, blurred, modes, *, cval, truncate, limits, tolerance):
-    """An isotropic traced map by levels covering every sigma up to ``limits``."""
-    top = min(limits)
-    limit = max(map_limit(m, image.shape[a]) for a, m in zip(blurred, modes))
-    shapes = [
-        windows(image.shape[a], m.crop, map_limit(m, image.shape[a]))
-        for a, m in zip(blurred, modes)
-    ]
-    highest = bucket_range(top, truncate)[1]
-    lv = tolerance_levels(0.0, highest, True, 2 * tolerance, truncate, shapes, limit)
-    s = jnp.abs(jnp.broadcast_to(sigma, image.shape).astype(image.dtype))
+def traced_levels(image: jax.Array, spec: BlurSpec, plan: LevelPlan) -> jax.Array:
+    """An isotropic traced map by the planner's shared levels, which cover every sigma
+    up to the largest whose radius fits ``max_radius`` (larger sigmas act as it)."""
+    lv = plan.levels[0]
+    highest = bucket_range(min(spec.max_radius), spec.truncate)[1]
+    s = jnp.abs(jnp.broadcast_to(spec.sigma_map[0], image.shape).astype(image.dtype))
     s = jnp.minimum(s, jnp.asarray(highest, image.dtype))
     frozen = jax.lax.stop_gradient(s)
-    r = float64_ceil_product(truncate, frozen).astype(jnp.int32)
+    r = float64_ceil_product(spec.truncate, frozen).astype(jnp.int32)
     k, t = lv.mix(s, r, jnp, s_index=frozen)
-    tables = _level_tables(image.shape, blurred, modes, cval, lv, np.arange(len(lv)), image.dtype)
-    return _mix_levels(image, blurred, modes, cval, tables, k, t)
+    return _mix_levels(image, spec, lv, np.arange(len(lv)), k, t)
 
 
-def _level_tables(shape, axes, modes, cval, lv: AxisLevels, used: np.ndarray, dtype) -> list:
-    """Per blurred axis: each used level's taps (centred, zero-padded to the largest
-    radius), its own radius (taps beyond it are never read) and per-position scale
-    (crop renormalisation, else 1)."""
-    tables = []
-    for axis, mode in zip(axes, modes):
-        n = shape[axis]
-        radii = np.minimum(lv.radius[used], map_limit(mode, n))
-        if mode.crop:
-            radii = np.minimum(radii, n - 1)
-        reach = int(radii.max(initial=0))
-        taps = np.zeros((len(used), 2 * reach + 1))
-        scale = np.ones((len(used), n))
-        for row, (level, r) in enumerate(zip(used, radii)):
-            sigma = float(lv.sigma[level])
-            p = level_pass(axis, n, sigma, int(r), mode, cval, dtype)
-            if p is None:
-                taps[row, reach], radii[row] = 1.0, 0
-                continue
-            # The extension reads any overhang: unfolded taps (normalised unless crop).
-            w = p.weights if mode.crop else gaussian_taps(sigma, int(r))
-            taps[row, reach - r : reach + r + 1] = w if mode.crop else w / w.sum()
-            scale[row] = p.scale
-        tables.append((axis, n, mode, reach, jnp.asarray(taps, dtype), jnp.asarray(radii),
-                       jnp.asarray(scale, dtype)))  # fmt: skip
-    return tables
-
-
-def _mix_levels(image, blurred, modes, cval, tables, k, t):
-    """``sum_l w_l(p) * blur_l(image)(p)``: one separable blur per level in a loop,
-    ``w_l = 1 - t`` where ``k == l`` and ``t`` where ``k == l - 1``."""
-    fills = [jnp.asarray(m.fill(cval), image.dtype) for m in modes]
+def _mix_levels(image, spec: BlurSpec, lv: AxisLevels, used: np.ndarray, k, t) -> jax.Array:
+    """``sum_l w_l(p) * blur_l(image)(p)`` over the levels ``used``: one separable blur
+    per level in a loop, ``w_l = 1 - t`` where ``k == l`` and ``t`` where ``k == l - 1``
+    (``k`` indexes ``used``).  Each axis's passes come from the level engine's table."""
+    dtype = image.dtype
+    passes = []
+    for i, mode in enumerate(spec.modes):
+        table = level_table(spec, i, lv, used, dtype)
+        reach, taps, radii = table.centred
+        passes.append((table.axis, table.n, mode, reach, jnp.asarray(taps, dtype),
+                       jnp.asarray(radii), jnp.asarray(table.scale, dtype),
+                       jnp.asarray(mode.fill(spec.cval), dtype)))  # fmt: skip
 
     def body(level, acc):
         y = image
-        for (axis, n, mode, reach, taps, radii, scale), fill in zip(tables, fills):
+        for axis, n, mode, reach, taps, radii, scale, fill in passes:
             y = correlate_axis(y, axis, n, mode, reach, taps[level], scale[level], fill,
                                radius=radii[level])  # fmt: skip
         w = level_weight(k, t, level, jnp)
         # `where`, not a product: a NaN the pixel does not mix must not reach it.
         return acc + jnp.where(w != 0, w * y, 0)
 
-    count = tables[0][4].shape[0]
-    return jax.lax.fori_loop(0, count, body, jnp.zeros_like(image))
+    return jax.lax.fori_loop(0, len(used), body, jnp.zeros_like(image))

@@ -16,8 +16,9 @@ from the output:
 - slot 2 (along ``n2``) writes the band's runs widened by what the last pass reads;
 - slot 1 (along ``n1``) writes the union of the slot-2 runs of the lines that read it.
 
-Every pass is the contract's 1-D pass of :func:`napari_varblur.core.taps.level_pass`
-(taps, edge mode, crop renormalisation), vectorised along the contiguous axis.  Planning
+Every pass is the contract's 1-D pass, from the level engine's tables
+(:func:`napari_varblur.core.level_plan.level_table`: taps, edge mode, crop
+renormalisation), vectorised along the contiguous axis.  Planning
 and running each take one kernel call per step for all levels together.
 """
 
@@ -28,10 +29,11 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
+from ...core.level_plan import LevelTable, level_table
 from ...core.levels import AxisLevels
 from ...core.sigma import mean_step
 from ...core.spec import BlurSpec
-from ...core.taps import AxisPass, from_working_layout, level_pass, map_plan, working_layout
+from ...core.taps import from_working_layout, map_plan, working_layout
 from . import band_runs
 from .common import FAST, kernel_array, parallel_section
 
@@ -59,27 +61,11 @@ class _Slot:
     hi: np.ndarray
 
     @classmethod
-    def of(cls, passes: list[AxisPass | None], n: int, dtype) -> _Slot:
-        # None: the axis untouched at that level (the identity pass).
-        parts = [
-            (np.arange(n), 0.0, np.ones(1), np.ones(n), 0)
-            if p is None
-            else (p.source(), p.fill, p.weights, p.scale, p.left)
-            for p in passes
-        ]
-        size, width = len(parts), max(len(w) for _, _, w, _, _ in parts)
-        src = np.full((size, n + width - 1), -1, np.int64)
-        weights = np.zeros((size, width), dtype)
-        for j, (s, _, w, _, _) in enumerate(parts):
-            src[j, : len(s)], weights[j, : len(w)] = s, w
-        taps = np.array([len(w) for _, _, w, _, _ in parts], np.int64)
-        left = np.array([p[4] for p in parts], np.int64)
-        lo, hi = band_runs.reach(src, taps, n, left)
-        return cls(
-            src, weights, taps, left,
-            np.array([sc for _, _, _, sc, _ in parts], dtype),
-            np.array([f for _, f, _, _, _ in parts], dtype), lo, hi,
-        )  # fmt: skip
+    def of(cls, table: LevelTable) -> _Slot:
+        """A slot from the level engine's table of its axis (rows: the used levels)."""
+        lo, hi = band_runs.reach(table.src, table.taps, table.n, table.left)
+        return cls(table.src, table.weights, table.taps, table.left, table.scale, table.fill,
+                   lo, hi)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -134,10 +120,7 @@ def plan(spec: BlurSpec, levels: AxisLevels) -> BandPlan | None:
     runs3 = _Runs(np.concatenate(([0], np.cumsum((ptr[1:] - ptr[:-1])[used]))),
                   lines, starts, stops)  # fmt: skip
     slots = [None] * (3 - len(axes)) + [
-        _Slot.of(
-            [_level_pass(spec, maps[a], levels, int(j), dtype) for j in used], maps[a].n, dtype
-        )
-        for a in axes
+        _Slot.of(level_table(spec, spec.axes.index(a), levels, used, dtype)) for a in axes
     ]
     runs = _slot_runs(runs3, slots, shape4)
     taps = sum(r.work(s.taps) for r, s in zip(runs, slots) if r is not None)
@@ -201,11 +184,6 @@ def _located(spec, sigma, axes, levels: AxisLevels, n3: int, dtype):
         band_runs.locate(sigma, k, t, levels.sigma, levels.joined, first, last,
                 float(levels.truncate), int(levels.limit))  # fmt: skip
     return k, t
-
-
-def _level_pass(spec: BlurSpec, m, levels: AxisLevels, level: int, dtype) -> AxisPass | None:
-    sigma, radius = float(levels.sigma[level]), int(levels.radius[level])
-    return level_pass(m.axis, m.n, sigma, radius, m.mode, spec.cval, dtype)
 
 
 def _slot_runs(runs3: _Runs, slots, shape4) -> tuple:

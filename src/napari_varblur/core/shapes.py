@@ -1,0 +1,30 @@
+"""Which shapes fit an image, written once: the rule "an array broadcasts to the image"
+(a sigma map, a mask, a map layer) and where a map of the blurred axes alone goes.
+
+Every check of a map's or a mask's shape calls these: the library's normalisers
+(:mod:`.sigma`, :mod:`.spec`), the adapters that take maps of the blurred axes
+(:mod:`napari_varblur.adapters.request`) and napari's choice of map layers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def broadcasts(shape: Sequence[int], target: Sequence[int], *, leading: bool = False) -> bool:
+    """Whether an array of ``shape`` broadcasts to ``target``: each length 1 or the
+    target's, with the target's number of axes (or fewer, with ``leading``: NumPy then
+    adds length-1 axes in front)."""
+    shape, target = tuple(shape), tuple(target)
+    if leading and len(shape) < len(target):
+        shape = (1,) * (len(target) - len(shape)) + shape
+    return len(shape) == len(target) and all(s in (1, n) for s, n in zip(shape, target))
+
+
+def placement(shape: Sequence[int], image_shape: Sequence[int], axes: Sequence[int]) -> str | None:
+    """Where a map of ``shape`` goes: ``"image"`` if it broadcasts to the image,
+    ``"axes"`` if it has the shape of the blurred ``axes`` (in their order), else None.
+    The image reading wins when both fit."""
+    if broadcasts(shape, image_shape):
+        return "image"
+    return "axes" if tuple(shape) == tuple(image_shape[a] for a in axes) else None

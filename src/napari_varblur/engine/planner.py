@@ -1,0 +1,122 @@
+"""The planner: the one function that decides how a blur runs.
+
+Every call asks :func:`route` with its validated spec: the NumPy API and each dask
+chunk (through :mod:`.router`), the JAX-native API, concrete and traced (through
+:mod:`.native`), the fit's objective (which runs the JAX-native API) and napari's click
+(``interim``).  It decides the backend (``auto`` resolved; while the widgets' warm-up
+still compiles Numba's kernels, a click may run on JAX instead) and the kind of work:
+
+- **global**: a global sigma, separable passes;
+- **levels**: a sigma map mixed from global blurs at a few sigma levels, quantised or
+  within a ``tolerance`` (:func:`~napari_varblur.core.level_plan.plan_levels`), when
+  they beat the gather: on the NumPy route by the cost model (:mod:`.cost`: the tile
+  walk or the backend's level bands), in the JAX-native API whenever one list of
+  levels serves every axis;
+- **gather**: the exact per-pixel sum.  On a GPU a map always takes it while its
+  window is at most :data:`~.cost.GPU_GATHER_TAPS` taps: there the gather beat the
+  level loop 12-33x.
+
+Nothing outside ``engine/`` and ``backends/`` asks for the GPU or a backend's
+internals: they ask here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .. import backends
+from ..backends.base import Backend
+from ..core.level_plan import LevelPlan, plan_levels
+from ..core.spec import BlurSpec
+from ..core.taps import global_radius
+from . import compiling, cost
+
+#: The most window taps (pixels times taps per pixel) a napari click runs on JAX while
+#: Numba compiles: about two seconds of JAX on 2 CPU cores (its map blur ran 0.8-1.3e10
+#: taps/s on 512²-1024² maps up to sigma 8), after its own compile of 1-2 s.
+INTERIM_TAPS = 2e10
+
+
+@dataclass(frozen=True)
+class Route:
+    """How a spec runs: on ``backend``, as ``kind`` (``"global"``, ``"levels"`` or
+    ``"gather"``), with the level engine's ``levels`` and, on the NumPy route, the cost
+    model's ``plan`` (tiling or bands) for them.  ``interim``: ``auto`` ran on JAX
+    because Numba's first kernels were still compiling (a napari click only)."""
+
+    backend: Backend
+    kind: str
+    levels: LevelPlan | None = None
+    plan: cost.Plan | None = None
+    interim: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+
+def route(spec: BlurSpec, *, native: bool = False, interim: bool = False) -> Route:
+    """Decide how a valid spec runs.
+
+    ``native``: the JAX-native API (JAX data, concrete or traced: ``spec.max_radius``).
+    ``interim``: a napari click, which may run on JAX while Numba still compiles.
+    """
+    name, switched = _backend(spec, native, interim)
+    backend = backends.load(name)
+    if spec.sigma is not None:
+        return Route(backend, "global", interim=switched)
+    if backend.has_gpu() and cost.gather_on_gpu(_window(spec)):
+        return Route(backend, "gather", interim=switched)
+    if native:  # a loop of whole-image passes, differentiable: one list for every axis
+        levels = plan_levels(spec)
+        if levels is None or not levels.diagonal:
+            return Route(backend, "gather", interim=switched)
+        return Route(backend, "levels", levels, interim=switched)
+    table = cost.COSTS.get(backend.name)
+    levels = None if table is None or backend.correlate is None else plan_levels(spec)
+    plan = None if levels is None else cost.choose(spec, levels, table, backend.bands)
+    if plan is None:
+        return Route(backend, "gather", interim=switched)
+    return Route(backend, "levels", levels, plan, interim=switched)
+
+
+def _backend(spec: BlurSpec, native: bool, interim: bool) -> tuple[str, bool]:
+    """The backend's name, and whether a click switched from Numba to JAX."""
+    if native:
+        return "jax", False
+    name = backends.resolve(spec.backend)
+    if not interim or spec.backend != "auto" or name != "numba" or spec.lazy:
+        return name, False
+    if not compiling.busy(warm_kind(spec)) or taps(spec) > INTERIM_TAPS:
+        return name, False
+    try:
+        backends.load("jax")
+    except backends.BackendUnavailableError:
+        return name, False
+    return "jax", True
+
+
+def warm_kind(spec: BlurSpec) -> str:
+    """The warm-up (:mod:`.warmup`) that compiles this blur's Numba kernels."""
+    return "global" if spec.sigma is not None else "map"
+
+
+def radii(spec: BlurSpec) -> tuple[int, ...]:
+    """The largest window radius per blurred axis: a global sigma's, a map's padding
+    (its largest radius, within the mode's cap), or a traced map's ``max_radius``."""
+    if spec.sigma is not None:
+        return tuple(global_radius(spec, i) for i in range(len(spec.axes)))
+    return _window(spec)
+
+
+def taps(spec: BlurSpec) -> float:
+    """Window taps of the whole blur: each pixel sums its window (a map), or each
+    axis's taps in turn (a global sigma)."""
+    widths = [2 * r + 1 for r in radii(spec)]
+    per_pixel = math.prod(widths) if spec.sigma is None else sum(widths)
+    return float(math.prod(spec.shape)) * per_pixel
+
+
+def _window(spec: BlurSpec) -> tuple[int, ...]:
+    return spec.max_radius if spec.max_radius is not None else cost.map_radii(spec)
