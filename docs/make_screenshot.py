@@ -9,7 +9,7 @@ from pathlib import Path
 import napari
 from qtpy.QtWidgets import QApplication
 
-from napari_varblur.gui.viewer import open_demo_viewer
+from napari_varblur.app.viewer import open_demo_viewer
 
 viewer = napari.Viewer(title="napari-varblur", show=True)
 open_demo_viewer(viewer, run=False)

@@ -73,7 +73,7 @@ def test_jax_native_channel_axis_concrete_and_traced(rng):
 
 def test_cli_blurs_an_rgb_tiff_per_channel(tmp_path):
     tifffile = pytest.importorskip("tifffile")
-    from napari_varblur.adapters import cli
+    from napari_varblur.app import cli
 
     red = np.zeros((24, 30, 3), np.uint8)
     red[..., 0] = 255

@@ -14,7 +14,8 @@ import dask.array
 import numpy as np
 import pytest
 
-from napari_varblur.adapters import cli
+from napari_varblur.app import cli
+from napari_varblur.core.rules import CONTRACT_TOLERANCE
 from napari_varblur.sample import fluorescence_sample
 
 
@@ -50,7 +51,7 @@ def test_demo_runs_every_backend_and_passes(command):
 
 def test_demo_exit_code_reports_a_broken_tolerance(monkeypatch):
     # A zero tolerance cannot be met by float32 arithmetic: the demo must say so.
-    monkeypatch.setitem(cli.CONTRACT_TOLERANCE, "float32", 0.0)
+    monkeypatch.setitem(CONTRACT_TOLERANCE, "float32", 0.0)
     buffer = io.StringIO()
     assert cli.demo(32, out=buffer) == 1
     assert "| NO |" in buffer.getvalue() and "broke the contract" in buffer.getvalue()
@@ -65,7 +66,7 @@ def test_demo_rejects_a_tiny_size(capsys):
 
 def test_python_dash_m_cli_runs_the_demo():
     # The module's __main__ block must run after every function it needs is defined.
-    args = [sys.executable, "-m", "napari_varblur.adapters.cli", "demo", "--size", "16"]
+    args = [sys.executable, "-m", "napari_varblur.app.cli", "demo", "--size", "16"]
     out = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "all backends meet the contract" in out.stdout
@@ -75,7 +76,7 @@ def test_version_help_defaults_and_missing_extras(capsys, monkeypatch, tmp_path)
     """Issue 11, CLI polish: --version, help in plain words with defaults and the mode
     choices, the device as "cpu", and a missing optional package named with its extra."""
     import napari_varblur
-    from napari_varblur.adapters import cli
+    from napari_varblur.app import cli
     from napari_varblur.backends import jax_xla
 
     with pytest.raises(SystemExit) as exit_info:
@@ -206,7 +207,7 @@ def test_a_numba_or_reference_run_does_not_import_jax(tmp_path, backend):
     np.save(tmp_path / "in.npy", np.ones((3, 6, 7), np.float32))
     np.save(tmp_path / "map.npy", np.full((3, 6, 7), 1.5, np.float32))
     script = (
-        "import sys; from napari_varblur.adapters.cli import main; "
+        "import sys; from napari_varblur.app.cli import main; "
         f"rc = main(['blur', 'in.npy', 'out.tif', '--sigma', '1', '--backend', '{backend}', "
         "'--sigma-map', 'map.npy', '--tolerance', '0.01', '--channel-axis', '0']); "
         "print(rc, 'jax' in sys.modules, 'optax' in sys.modules)"
@@ -238,7 +239,7 @@ def _partial(folder) -> bool:
 #: the KeyboardInterrupt raised there ("Exception ignored in ...") and drops it.
 _DROPPED_IN_GC = """
 import gc, os, pathlib, signal, sys, threading
-from napari_varblur.adapters.cli import main
+from napari_varblur.app.cli import main
 
 fired = []
 

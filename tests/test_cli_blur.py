@@ -366,7 +366,7 @@ def test_mask_and_nan_policy_equal_the_library_call(tmp_path, rng):
     ids=["valid-propagate", "invalid-omit"],
 )
 def test_mask_file_of_the_image_shape_in_process(tmp_path, rng, capsys, extra, valid, policy):
-    from napari_varblur.adapters import cli
+    from napari_varblur.app import cli
 
     image, labels = masked_files(tmp_path, rng)
     full = np.broadcast_to(labels, image.shape)
@@ -401,7 +401,7 @@ def test_mask_file_of_the_image_shape_in_process(tmp_path, rng, capsys, extra, v
     ],
 )
 def test_mask_errors_name_the_option(tmp_path, rng, capsys, args, message):
-    from napari_varblur.adapters import cli
+    from napari_varblur.app import cli
 
     masked_files(tmp_path, rng)
     np.save(tmp_path / "small.npy", np.ones((7, 7), np.uint8))
@@ -434,7 +434,7 @@ def test_nan_policy_raise_exits_nonzero_with_the_library_message(tmp_path, rng):
 
 
 def test_blur_help_lists_the_mask_options(capsys):
-    from napari_varblur.adapters import cli
+    from napari_varblur.app import cli
 
     with pytest.raises(SystemExit):
         cli.main(["blur", "--help"])
@@ -446,7 +446,7 @@ def test_blur_help_lists_the_mask_options(capsys):
 def test_integer_output_refuses_nan_instead_of_writing_zeros(tmp_path, capsys):
     """A window with no valid tap is NaN, which --dtype same (uint16) cannot hold: an
     error, no output file (was silently 0)."""
-    from napari_varblur.adapters import cli
+    from napari_varblur.app import cli
 
     np.save(tmp_path / "in.npy", np.arange(100, 500, dtype=np.uint16).reshape(20, 20))
     mask = np.ones((20, 20), np.uint8)

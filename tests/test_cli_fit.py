@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from napari_varblur.adapters import cli
-from napari_varblur.adapters.cli_fit import FIT_DEFAULTS
+from napari_varblur.app import cli
+from napari_varblur.core.params import FIT_PARAMS
 from napari_varblur.sample import focus_pair_sample
 from test_cli import _status
 
@@ -148,7 +148,8 @@ def test_fit_help_shows_the_library_defaults(capsys):
     from napari_varblur import fit_sigma_map
 
     defaults = {name: p.default for name, p in inspect.signature(fit_sigma_map).parameters.items()}
-    assert {name: defaults[name] for name in FIT_DEFAULTS} == FIT_DEFAULTS
+    declared = {name: p.default for name, p in FIT_PARAMS.items() if not p.required}
+    assert {name: defaults[name] for name in declared} == declared
     with pytest.raises(SystemExit):
         cli.main(["fit", "--help"])
     text = " ".join(capsys.readouterr().out.split())

@@ -19,7 +19,7 @@ zarr = pytest.importorskip("zarr")
 
 import napari_varblur  # noqa: E402
 from napari_varblur import gaussian_blur  # noqa: E402
-from napari_varblur.adapters import cli  # noqa: E402
+from napari_varblur.app import cli  # noqa: E402
 
 
 def blur(*args) -> None:

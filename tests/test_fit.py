@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 from napari_varblur import fit_sigma_map, gaussian_blur
-from napari_varblur.fit import control_basis, fit_sigma_map_steps
-from napari_varblur.sample import focus_pair_sample
+from napari_varblur.fit import control_basis, fit_sigma_map_steps, focus_pair
 
 BORDER = 4  # "away from a thin border"
 
@@ -31,7 +30,7 @@ def relative_errors(fitted, truth, region):
 @pytest.fixture(scope="module")
 def scene():
     """The issue's scene: 112x136 blobs and lines on noise, map in [0.7, 3], 1% noise."""
-    return focus_pair_sample((112, 136), sigma_range=(0.7, 3.0), noise=0.01, seed=0)
+    return focus_pair((112, 136), sigma_range=(0.7, 3.0), noise=0.01, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +103,7 @@ def test_fit_is_free_of_units_gain_and_offset(scene, scene_fit):
 def test_without_intensity_fit_a_gain_is_reported():
     """intensity='none' on a pair with a gain and an offset cannot match: a warning,
     and no pixel claims to be measured."""
-    sharp, blurred, _ = focus_pair_sample((112, 136), sigma_range=(0.7, 3.0), seed=0)
+    sharp, blurred, _ = focus_pair((112, 136), sigma_range=(0.7, 3.0), seed=0)
     with pytest.warns(RuntimeWarning, match="residual"):
         fit = fit_sigma_map(sharp, 1.5 * blurred + 2, max_sigma=4.0, intensity="none")
     assert not fit.observable.any()
@@ -162,7 +161,7 @@ def test_smoothness_penalises_curvature(scene, scene_fit):
 def test_untextured_region_is_not_observable():
     """A flat half carries no blur information: NaN there, a fit on the textured half;
     a NaN in the data is left out under nan_policy='omit', a masked block too."""
-    sharp, _, truth = focus_pair_sample((40, 72), sigma_range=(1.0, 2.5), seed=5)
+    sharp, _, truth = focus_pair((40, 72), sigma_range=(1.0, 2.5), seed=5)
     sharp[:, 40:] = 0.2
     rng = np.random.default_rng(5)
     blurred = gaussian_blur(sharp, truth, backend="reference") + 0.01 * rng.standard_normal(
@@ -185,7 +184,7 @@ def test_untextured_region_is_not_observable():
 
 
 def test_per_axis_fits_a_map_per_axis():
-    sharp, blurred, truth = focus_pair_sample((40, 48), sigma_range=(0.8, 2.5), per_axis=True)
+    sharp, blurred, truth = focus_pair((40, 48), sigma_range=(0.8, 2.5), per_axis=True)
     fit = fit_sigma_map(sharp, blurred, max_sigma=3.0, spacing=12, per_axis=True)
     assert fit.model_map.shape == fit.stderr.shape == (40, 48, 2)
     region = inner(truth.shape[:2])
@@ -204,7 +203,7 @@ def test_per_axis_fits_a_map_per_axis():
 
 
 def test_volume():
-    sharp, blurred, truth = focus_pair_sample((6, 20, 20), sigma_range=(0.6, 1.5), seed=2)
+    sharp, blurred, truth = focus_pair((6, 20, 20), sigma_range=(0.6, 1.5), seed=2)
     fit = fit_sigma_map(sharp, blurred, max_sigma=2.0, spacing=8, max_steps=60)
     assert fit.model_map.shape == (6, 20, 20)
     region = (slice(2, 4), slice(BORDER, 16), slice(BORDER, 16))
@@ -214,8 +213,8 @@ def test_volume():
 
 def test_batch_axes_share_one_map_and_callback_stops():
     """Two scenes blurred by one map fit one map; a callback returning True stops."""
-    a_sharp, a_blurred, truth = focus_pair_sample((32, 40), sigma_range=(0.8, 2.0), seed=3)
-    b_sharp = focus_pair_sample((32, 40), seed=4)[0]
+    a_sharp, a_blurred, truth = focus_pair((32, 40), sigma_range=(0.8, 2.0), seed=3)
+    b_sharp = focus_pair((32, 40), seed=4)[0]
     b_blurred = gaussian_blur(b_sharp, truth, backend="reference")
     sharp, blurred = np.stack([a_sharp, b_sharp]), np.stack([a_blurred, b_blurred])
     seen = []
@@ -243,7 +242,7 @@ def test_batch_axes_share_one_map_and_callback_stops():
 def test_a_map_pinned_at_max_sigma_is_not_observable():
     """Blur beyond max_sigma: the map sits at the bound, which is a lower bound only:
     not observable, with a warning.  (The batch test's shapes: programs reused.)"""
-    sharp = np.stack([focus_pair_sample((32, 40), seed=s)[0] for s in (3, 4)])
+    sharp = np.stack([focus_pair((32, 40), seed=s)[0] for s in (3, 4)])
     blurred = gaussian_blur(sharp, 3.5, axes=(1, 2), backend="reference")
     with pytest.warns(RuntimeWarning, match="reached max_sigma"):
         fit = fit_sigma_map(sharp, blurred, max_sigma=3.0, spacing=10, axes=(1, 2))

@@ -23,7 +23,7 @@ from napari.utils.notifications import notification_manager  # noqa: E402
 from conftest import PLUGIN, dock  # noqa: E402
 from napari_varblur import fit as fit_module  # noqa: E402
 from napari_varblur import gaussian_blur  # noqa: E402
-from napari_varblur.fit import SigmaFit  # noqa: E402
+from napari_varblur.fit import SigmaFit, focus_pair  # noqa: E402
 from napari_varblur.gui import fit_widget, forms  # noqa: E402
 from napari_varblur.gui.schema import (  # noqa: E402
     METADATA_KEY,
@@ -38,7 +38,7 @@ SHAPE = (40, 48)
 
 
 def pair_layers(viewer, shape=SHAPE):
-    sharp, blurred, truth = focus_pair_sample(shape=shape)
+    sharp, blurred, truth = focus_pair(shape=shape)
     a = viewer.add_image(sharp, name="cells sharp", scale=SCALE, translate=TRANSLATE)
     b = viewer.add_image(blurred, name="cells", scale=SCALE, translate=TRANSLATE)
     return a, b, truth
@@ -474,7 +474,7 @@ def test_layers_placed_differently_are_warned_about_and_still_fitted(
 def test_a_real_fit_pinned_at_max_sigma_warns_and_adds_no_map(viewer, qtbot):
     """Blur beyond max_sigma (test_fit.py's pinned case): the library warns "raise
     max_sigma" from the worker and no pixel is observable."""
-    sharp = focus_pair_sample(shape=SHAPE)[0]
+    sharp = focus_pair(shape=SHAPE)[0]
     viewer.add_image(sharp, name="cells sharp")
     viewer.add_image(gaussian_blur(sharp, 4.0, backend="reference"), name="cells")
     widget = dock(viewer, "Estimate sigma map")

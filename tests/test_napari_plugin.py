@@ -265,12 +265,14 @@ def test_blur_layer_mask_arrays_and_refusals():
 def test_raise_is_checked_before_any_plane_with_the_full_index():
     """A NaN in the last plane of a stack: refused when the blur is set up (no plane
     is blurred first), with its index in the stack, not in the plane."""
+    from napari_varblur.core.options import BlurOptions
     from napari_varblur.gui.layers import LayerBlur
 
     stack = np.zeros((5, 20, 20))
     stack[4, 3, 3] = np.nan
+    raising = BlurOptions(nan_policy="raise")
     with pytest.raises(ValueError, match=r"1 value \(first at index \(4, 3, 3\)\)"):
-        LayerBlur.from_layer(Image(stack, name="stack"), 1.0, nan_policy="raise")
+        LayerBlur.from_layer(Image(stack, name="stack"), 1.0, options=raising)
 
 
 def test_big_numpy_layer_with_a_mask_is_blurred_lazily(monkeypatch):
@@ -515,7 +517,7 @@ def test_sample_data_opens(viewer):
 
 
 def test_demo_view_fills_a_viewer_with_sample_result_and_widget(viewer):
-    from napari_varblur.gui.viewer import open_demo_viewer
+    from napari_varblur.app.viewer import open_demo_viewer
 
     _, widget = open_demo_viewer(viewer, run=False)
     assert widget.image.value is viewer.layers["varblur cells"]

@@ -162,7 +162,7 @@ def test_every_field_has_a_one_line_tooltip(viewer):
 def test_demo_view_shows_the_whole_image_once_the_dock_is_in(make_napari_viewer, qtbot):
     from qtpy.QtWidgets import QApplication
 
-    from napari_varblur.gui.viewer import open_demo_viewer
+    from napari_varblur.app.viewer import open_demo_viewer
 
     viewer = make_napari_viewer(show=True)
     viewer.window._qt_window.resize(1000, 700)

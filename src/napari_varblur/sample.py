@@ -1,6 +1,10 @@
-"""Built-in sample data, generated in code (no download)."""
+"""Built-in sample data: arrays generated in code, and one stored focus pair (no
+download).  Data only: nothing here calls the blur; napari's sample layers are in
+:mod:`napari_varblur.gui.samples`."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 
@@ -47,68 +51,37 @@ def fluorescence_sample(size: int = 256, seed: int = 0) -> tuple[np.ndarray, np.
     return image, sigma_map
 
 
-def defocus_sample_layers() -> list[tuple]:
-    """napari sample data: the fluorescence sample and its defocus sigma map.
-
-    Returns napari ``LayerData`` tuples, so this module needs no napari import.
-    """
-    image, sigma_map = fluorescence_sample(512)
-    return [
-        (image, {"name": "varblur cells", "colormap": "gray"}, "image"),
-        (
-            sigma_map,
-            {
-                "name": "varblur sigma map",
-                "colormap": "viridis",
-                "visible": False,
-                # tagged (as in napari_varblur.gui.layers) so the blur widget preselects it
-                "metadata": {
-                    "napari_varblur": {"role": "sigma-map", "kind": "sample", "units": "pixels"}
-                },
-            },
-            "image",
-        ),
-    ]
-
-
-def focus_pair_sample(
+def focus_scene(
     shape: tuple[int, ...] = (112, 136),
     sigma_range: tuple[float, float] = (0.7, 3.0),
-    noise: float = 0.01,
     seed: int = 0,
     per_axis: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A sharp and a blurred image of one textured scene, and the true sigma map.
+    """A textured scene, a smooth sigma map to blur it with, and a noise draw.
 
     The scene has blobs and lines on a noisy background, values roughly in ``[0, 1]``.
-    The blurred image is the scene blurred (``mode="crop"``, the reference backend) with
-    a smooth map spanning ``sigma_range`` (a tilt plus a bump), plus Gaussian noise of
-    standard deviation ``noise`` times the blurred image's value range.  This is the
-    test scene of :func:`napari_varblur.fit_sigma_map`.
+    The map spans ``sigma_range`` (a tilt plus a bump).  :func:`focus_pair_sample` is
+    this scene blurred with this map (``mode="crop"``, the reference backend) plus
+    ``0.01`` times the blurred image's value range times the draw.
 
     Parameters
     ----------
     shape
         2-D or 3-D shape.
     sigma_range
-        Smallest and largest sigma of the true map, in pixels.
-    noise
-        Noise level as a fraction of the blurred image's value range.
+        Smallest and largest sigma of the map, in pixels.
     seed
-        Seed of the random generator (the sample is deterministic).
+        Seed of the random generator (the scene is deterministic).
     per_axis
-        Make one map per axis (trailing axis): the first axis gets the map above, the
-        others the same map mirrored, so sigma differs between axes.
+        One map per axis (trailing axis): the first axis gets the map above, the others
+        the same map mirrored, so sigma differs between axes.
 
     Returns
     -------
-    sharp, blurred, sigma_map : numpy.ndarray
-        float32; ``sigma_map`` has ``shape``, or ``shape + (ndim,)`` when ``per_axis``.
+    scene, sigma_map, noise : numpy.ndarray
+        float64; ``sigma_map`` has ``shape``, or ``shape + (ndim,)`` when ``per_axis``;
+        ``noise`` is a standard normal draw of ``shape``.
     """
-    from .adapters.numpy_api import (
-        gaussian_blur,  # the sample module is imported by napari: stay light
-    )
-
     rng = np.random.default_rng(seed)
     grid = np.meshgrid(*[np.arange(n, dtype=np.float64) for n in shape], indexing="ij")
     unit = [g / max(n - 1, 1) for g, n in zip(grid, shape)]  # each axis in [0, 1]
@@ -132,42 +105,25 @@ def focus_pair_sample(
     if per_axis:
         mirrored = lo + (hi - lo) * smooth[(slice(None, None, -1),) * len(shape)]
         sigma = np.stack([sigma] + [mirrored] * (len(shape) - 1), axis=-1)
-    sharp = scene.astype(np.float32)
-    blurred = gaussian_blur(scene, sigma, mode="crop", backend="reference")
-    blurred = blurred + noise * np.ptp(blurred) * rng.standard_normal(shape)
-    return sharp, blurred.astype(np.float32), sigma.astype(np.float32)
+    return scene, sigma, rng.standard_normal(shape)
 
 
-#: Names of the sample's layers.
-SHARP_NAME = "focus pair sharp"
-BLURRED_NAME = "focus pair blurred"
-TRUTH_NAME = "focus pair true sigma map"
+#: The stored focus pair (:func:`focus_pair_sample`), next to this module.
+FOCUS_PAIR = Path(__file__).with_name("focus_pair.npz")
 
 
-def focus_pair_sample_layers() -> list[tuple]:
-    """napari sample data: a sharp and a blurred image of one scene, and the true map.
+def focus_pair_sample() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A sharp and a blurred image of one textured scene, and the true sigma map.
 
-    The true sigma map is hidden and is deliberately *not* tagged with the sigma-map
-    role that the blur widget preselects: it is the answer to compare the estimate with,
-    so the map the blur widget offers is always the one the fit produced, never the
-    ground truth by accident.  Its metadata names it as the sample's true map instead.
+    :func:`focus_scene` with its defaults (112x136, sigma 0.7 to 3.0), blurred with its
+    map (``mode="crop"``, the reference backend) plus Gaussian noise of 1% of the
+    blurred image's value range, stored with the package.  This is the test scene of
+    :func:`napari_varblur.fit_sigma_map`; a test checks the stored pair against the blur.
 
-    Returns napari ``LayerData`` tuples.
+    Returns
+    -------
+    sharp, blurred, sigma_map : numpy.ndarray
+        float32, shape ``(112, 136)``.
     """
-    sharp, blurred, truth = focus_pair_sample()
-    high = float(truth.max())
-    return [
-        (sharp, {"name": SHARP_NAME, "colormap": "gray"}, "image"),
-        (blurred, {"name": BLURRED_NAME, "colormap": "gray"}, "image"),
-        (
-            truth,
-            {
-                "name": TRUTH_NAME,
-                "colormap": "viridis",
-                "contrast_limits": (0.0, high if high > 0 else 1.0),
-                "visible": False,
-                "metadata": {"napari_varblur": {"role": "true-sigma-map", "kind": "sample"}},
-            },
-            "image",
-        ),
-    ]
+    with np.load(FOCUS_PAIR) as stored:
+        return stored["sharp"], stored["blurred"], stored["sigma_map"]

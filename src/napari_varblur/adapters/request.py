@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core.checks import ArgumentError
+from ..core.checks import ArgumentError, choice
+from ..core.params import DEFAULT, MASK_MARKS
+from ..core.shapes import placement
 from ..core.sigma import normalize_global_sigma
 
 
@@ -51,23 +53,15 @@ def is_per_axis(shape: tuple[int, ...], image_shape: tuple[int, ...], axes: tupl
     does not fit as one sigma per pixel, and it does with its trailing axis of
     ``len(axes)`` taken off."""
     shape = tuple(shape)
-    if _placement(shape, image_shape, axes) is not None or shape[-1:] != (len(axes),):
+    if placement(shape, image_shape, axes) is not None or shape[-1:] != (len(axes),):
         return False
-    return _placement(shape[:-1], image_shape, axes) is not None
-
-
-def _placement(shape, image_shape, axes) -> str | None:
-    """``"image"`` if ``shape`` broadcasts to the image, ``"axes"`` if it is the blurred
-    axes' shape, else None."""
-    if len(shape) == len(image_shape) and all(s in (1, n) for s, n in zip(shape, image_shape)):
-        return "image"
-    return "axes" if shape == tuple(image_shape[a] for a in axes) else None
+    return placement(shape[:-1], image_shape, axes) is not None
 
 
 def _placed(values, shape, image_shape, axes, trailing: bool = False):
     """``values`` (leading ``shape``, then one trailing axis if ``trailing``) in the
     image's axis order, or None where the shape does not fit."""
-    where = _placement(tuple(shape), image_shape, axes)
+    where = placement(tuple(shape), image_shape, axes)
     if where != "axes":
         return values if where == "image" else None
     order = tuple(int(i) for i in np.argsort(axes))  # given order -> ascending axis order
@@ -88,23 +82,31 @@ def scale_map(values: Any, factors: Sequence[float], per_axis: bool = False) -> 
     return values[..., None] * np.asarray(factors)
 
 
+def normalize_marks(marks: object) -> str:
+    """``mask_marks``: what a mask's non-zero pixels mark, ``"valid"`` or ``"invalid"``."""
+    return choice("mask_marks", marks, MASK_MARKS, "choice")
+
+
 def marked_pixels(
-    values: Any, image_shape: tuple[int, ...], axes: tuple[int, ...], name: str, invalid: bool
-) -> Any:
-    """A mask as the adapters (``varblur blur``, napari) take it, as the library's mask.
+    values: Any, image_shape: tuple[int, ...], axes: tuple[int, ...], name: str,
+    marks: str = DEFAULT.mask_marks,
+) -> Any:  # fmt: skip
+    """A mask as the adapters (``varblur blur`` and ``fit``, napari) take it, as the
+    library's mask.
 
     Any non-zero value marks a pixel (a label image works); the values have the image's
     shape or the blurred axes' (:func:`map_for_axes`).  Returns True where a pixel is
-    valid: the marked pixels, or the others when ``invalid``.  A new array (lazy for
-    dask); errors name ``name``.
+    valid: the marked pixels, or the others when ``marks`` is ``"invalid"``.  A new
+    array (lazy for dask); errors name ``name``.
     """
+    marks = normalize_marks(marks)
     if values.dtype.kind not in "biuf":
         raise ArgumentError(f"{name}: dtype {values.dtype} is not supported; use 0 and non-zero")
     values = map_for_axes(values, image_shape, axes, name)
     if values.dtype.kind == "f" and bool(np.isnan(values).any()):  # computes a dask mask's
         raise ArgumentError(f"{name}: holds NaN; mark pixels with 0 and non-zero values only")
     marked = values != 0
-    return ~marked if invalid else marked
+    return ~marked if marks == "invalid" else marked
 
 
 def pixel_sigma(

@@ -12,6 +12,7 @@ declares only its own few parameters and selects the shared ones by name.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import textwrap
 from collections.abc import Callable, Iterable, Mapping
@@ -71,6 +72,20 @@ class Param:
 
 _MODES = MODE_NAMES + tuple(MODE_ALIASES)
 
+
+def _cli_number(expected: str) -> Callable[[str], float]:
+    """An option's number: ``--tolerance fast`` says "expected a number in (0, 0.1],
+    got 'fast'" (the range is checked with the library's own normaliser)."""
+
+    def number(text: str) -> float:
+        try:
+            return float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+
+    return number
+
+
 _BLUR = (
     Param(
         "image",
@@ -85,7 +100,7 @@ _BLUR = (
         "per pixel), or of shape ``image.shape + (len(axes),)`` (one per pixel and axis).\n",
         "blur width in pixels: one value or one per blurred axis (multiplies the sigma map)",
         cli={"type": float, "nargs": "+", "required": True},
-        widget={"kind": "text", "label": "sigma (× map)"},
+        widget={"kind": "text", "label": "sigma (× map)", "number": "several"},
     ),
     Param(
         "mode",
@@ -146,7 +161,7 @@ _BLUR = (
         "or reference",
         default="auto",
         choices=BACKENDS,
-        cli={},
+        cli={"choices": BACKENDS},
     ),
     Param(
         "precision",
@@ -155,7 +170,7 @@ _BLUR = (
         "(more exact)",
         default="float32",
         choices=PRECISIONS,
-        cli={},
+        cli={"choices": PRECISIONS},
         widget={"kind": "choice", "label": "precision", "advanced": True},
     ),
     Param(
@@ -172,7 +187,7 @@ _BLUR = (
         "sigma maps only: allow each output to differ from the exact blur by at most T "
         "times the value range (0 < T <= 0.1; e.g. 1e-3), for a much faster blur",
         default=None,
-        cli={"type": float},
+        cli={"type": _cli_number("a number in (0, 0.1]")},
         widget={
             "kind": "choice",
             "label": "accuracy",
@@ -207,7 +222,7 @@ _BLUR = (
         "like masked pixels) or raise (refuse them)",
         default="propagate",
         choices=NAN_POLICIES,
-        cli={},
+        cli={"choices": NAN_POLICIES},
         widget={"kind": "choice", "label": "NaN policy", "advanced": True},
     ),
     Param(
@@ -356,7 +371,7 @@ _FIT = (
         "offset (fitted); none: it may not",
         default="affine",
         choices=("affine", "none"),
-        cli={},
+        cli={"choices": ("affine", "none")},
     ),
 )
 
@@ -379,6 +394,7 @@ FIT_PARAMS: Mapping[str, Param] = _table(
         help="a NaN or inf in either image: raise (an error) or omit (an invalid pixel)",
         default="raise",
         choices=("raise", "omit"),
+        cli={"choices": ("raise", "omit")},
         widget={"kind": "choice", "label": "NaN policy", "advanced": True},
     ),
     PARAMS["mode"].but(

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from .model import control_basis
+from .pairs import focus_pair
 from .solver import SigmaFit, fit_sigma_map, fit_sigma_map_steps
 
-__all__ = ["SigmaFit", "control_basis", "fit_sigma_map", "fit_sigma_map_steps"]
+__all__ = ["SigmaFit", "control_basis", "fit_sigma_map", "fit_sigma_map_steps", "focus_pair"]

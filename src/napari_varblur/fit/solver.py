@@ -17,12 +17,9 @@ not observable there).
 from __future__ import annotations
 
 import dataclasses
-import functools
-import math
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
@@ -30,9 +27,13 @@ import numpy as np
 
 from .._steps import run_to_end
 from ..core.checks import ArgumentError, choice
+from ..core.options import FitOptions
+from ..core.params import FIT_DEFAULT, FIT_PARAMS, fill_fit_doc
 from ..core.spec import normalize_axes, normalize_modes, normalize_nan_policy, normalize_truncate
-from .model import Model, control_basis, gain_offset, penalty, reduce_to_grid
-from .noise import derivative_energy, energy, noise_level, variance_map
+from .model import Model, control_basis, penalty
+from .noise import energy, noise_level, variance_map
+from .programs import Descent, programs
+from .result import Fitted, SigmaFit, Units, fit_result, warning
 from .start import scan
 from .validate import (
     check_image_pair,
@@ -45,8 +46,6 @@ from .validate import (
 __all__ = ["SigmaFit", "fit_sigma_map", "fit_sigma_map_steps"]
 
 
-#: A sigma at or above this share of ``max_sigma`` is pinned at the bound.
-PINNED = 0.995
 #: The objective's tolerances on the CPU (shares of the value range, as ``tolerance=``),
 #: and the share of the blurred image's noise the chosen one stays under.
 TOLERANCES = (1e-4, 3e-4, 1e-3, 3e-3)
@@ -57,73 +56,24 @@ SLACK = 0.1
 _PER_AXIS_FIELDS = ("sigma_map", "model_map", "stderr", "observable")
 
 
-@dataclass(frozen=True)
-class SigmaFit:
-    """The result of :func:`fit_sigma_map`.
-
-    Attributes
-    ----------
-    sigma_map
-        The fitted sigma (pixels), the image's shape (batch axes share one map), or with
-        a trailing axis per blurred axis when ``per_axis``; NaN where the blur is not
-        observable (``~observable``).
-    model_map
-        The map the model used everywhere (finite; where not observable it is the
-        smooth continuation of its neighbours): pass this one to ``gaussian_blur``.
-    residual
-        ``blurred - gaussian_blur(sharp, model_map)``, float32, NaN at invalid pixels.
-    stderr
-        Standard error of the fitted sigma at each pixel (pixels, same shape as the
-        map): the noise level (from the residual) over the local sensitivity of the
-        model to sigma, summed over the pixels one control node sees.
-    observable
-        Boolean map: ``stderr <= max_error * model_map``, and the sigma is below
-        ``max_sigma`` (one pinned at it, within 0.5%, is only a lower bound; a
-        RuntimeWarning says so).
-    loss
-        The objective (data term plus penalty) where each step started, then at the
-        end: ``steps + 1`` values, float64.
-    noise
-        Estimated standard deviation of the noise in ``blurred`` (from the residual).
-    steps, converged, seconds
-        L-BFGS steps taken; whether the objective fell from its start and its relative
-        change then fell below ``tol``; wall time.
-    gain, offset
-        ``blurred ~ gain * gaussian_blur(sharp, model_map) + offset`` (1 and 0 with
-        ``intensity="none"``).
-    """
-
-    sigma_map: np.ndarray
-    model_map: np.ndarray
-    residual: np.ndarray
-    stderr: np.ndarray
-    observable: np.ndarray
-    loss: np.ndarray
-    noise: float
-    steps: int
-    converged: bool
-    gain: float = 1.0
-    offset: float = 0.0
-    seconds: float = field(default=0.0)
-
-
+@fill_fit_doc
 def fit_sigma_map(
     sharp: np.ndarray,
     blurred: np.ndarray,
     *,
     max_sigma: float,
-    mode: str = "crop",
-    truncate: float = 3.0,
-    axes: int | tuple[int, ...] | None = None,
-    mask: np.ndarray | None = None,
-    nan_policy: str = "raise",
-    per_axis: bool = False,
-    spacing: float = 16.0,
-    smoothness: float = 1e-3,
-    max_steps: int = 150,
-    tol: float = 1e-6,
-    max_error: float = 0.1,
-    intensity: str = "affine",
+    mode: str = FIT_DEFAULT.mode,
+    truncate: float = FIT_DEFAULT.truncate,
+    axes: int | tuple[int, ...] | None = FIT_DEFAULT.axes,
+    mask: np.ndarray | None = FIT_DEFAULT.mask,
+    nan_policy: str = FIT_DEFAULT.nan_policy,
+    per_axis: bool = FIT_DEFAULT.per_axis,
+    spacing: float = FIT_DEFAULT.spacing,
+    smoothness: float = FIT_DEFAULT.smoothness,
+    max_steps: int = FIT_DEFAULT.max_steps,
+    tol: float = FIT_DEFAULT.tol,
+    max_error: float = FIT_DEFAULT.max_error,
+    intensity: str = FIT_DEFAULT.intensity,
     callback: Callable[[int, float], object] | None = None,
 ) -> SigmaFit:
     """Estimate the sigma map that blurs ``sharp`` into ``blurred``.
@@ -137,9 +87,7 @@ def fit_sigma_map(
     sharp, blurred
         Real arrays of one shape: the sharper and the blurrier image of one scene.
     max_sigma
-        Largest sigma the map may take (pixels, > 0); sets the blur's radius
-        ``ceil(truncate * max_sigma)`` and so the cost.  Choose it above the largest
-        sigma you expect: the map stays below it.
+        %(max_sigma)s
     mode, truncate, axes
         As in :func:`napari_varblur.gaussian_blur`.  Axes not blurred are batch axes
         (channels, time points): they share one map, fitted to all of them.
@@ -148,28 +96,19 @@ def fit_sigma_map(
         invalid pixel is left out of ``sharp``'s blur (normalised convolution) and of
         the fit.
     nan_policy
-        ``"raise"`` (default): a NaN or inf in a valid pixel of either image is a
-        ValueError.  ``"omit"``: such pixels become invalid.  (``"propagate"`` is not
-        accepted: a NaN would stop the fit.)
+        %(nan_policy)s
     per_axis
-        Fit one map per blurred axis (returned with a trailing axis), for blur that
-        differs along, e.g., Y and X.
+        %(per_axis)s
     spacing
-        Distance between the control nodes of the map (pixels, >= 1): the finest detail
-        the map can have.  Smaller is more detailed and noisier.
+        %(spacing)s
     smoothness
-        Weight (>= 0) of the penalty on the nodes' second differences, relative to the
-        data term (which is normalised by the blurred image's variance).
+        %(smoothness)s
     max_steps, tol
-        L-BFGS stops after ``max_steps`` steps, or when the objective's relative change
-        is below ``tol`` over two steps in a row.
+        %(max_steps)s
     max_error
-        A pixel is observable when its standard error is at most ``max_error`` times its
-        sigma; elsewhere ``sigma_map`` is NaN.
+        %(max_error)s
     intensity
-        ``"affine"`` (default): also fit one gain and one offset between the images
-        (two acquisitions rarely share both); ``"none"``: the blurred image is the blur
-        of the sharp one as it is.
+        %(intensity)s
     callback
         Called as ``callback(step, loss)`` after each step; a true return value stops
         the fit there.
@@ -184,17 +123,14 @@ def fit_sigma_map(
     --------
     >>> from napari_varblur import fit_sigma_map
     >>> from napari_varblur.sample import focus_pair_sample
-    >>> sharp, blurred, truth = focus_pair_sample()
+    >>> sharp, blurred, truth = focus_pair_sample()  # stored; fit.focus_pair makes others
     >>> fit = fit_sigma_map(sharp, blurred, max_sigma=4)
     >>> fit.sigma_map.shape
     (112, 136)
     """
-    steps = fit_sigma_map_steps(
-        sharp, blurred, max_sigma=max_sigma, mode=mode, truncate=truncate, axes=axes,
-        mask=mask, nan_policy=nan_policy, per_axis=per_axis, spacing=spacing,
-        smoothness=smoothness, max_steps=max_steps, tol=tol, max_error=max_error,
-        intensity=intensity,
-    )  # fmt: skip
+    options = FitOptions.pick(locals())
+    steps = fit_sigma_map_steps(sharp, blurred, max_sigma=max_sigma, mask=mask,
+                                **options.kwargs())  # fmt: skip
     if callback is None:
         return run_to_end(steps)
     return run_to_end(steps, lambda step_loss: bool(callback(*step_loss)))
@@ -204,36 +140,37 @@ def fit_sigma_map(
 
 
 def fit_sigma_map_steps(
-    sharp, blurred, *, max_sigma, mode="crop", truncate=3.0, axes=None, mask=None,
-    nan_policy="raise", per_axis=False, spacing=16.0, smoothness=1e-3, max_steps=150,
-    tol=1e-6, max_error=0.1, intensity="affine",
-) -> Iterator[tuple[int, float]]:  # fmt: skip
+    sharp, blurred, *, max_sigma, mask=None, **options
+) -> Iterator[tuple[int, float]]:
     """:func:`fit_sigma_map` as a generator: yields ``(step, loss)`` after each step and
     returns the :class:`SigmaFit` (``StopIteration.value``); ``send(True)`` stops it
-    (the napari widget runs it in a thread, with progress and cancel).
+    (the napari widget runs it in a thread, with progress and cancel).  Takes
+    :func:`fit_sigma_map`'s keywords but ``callback``.
 
     Arguments are validated when the generator is made, not at the first ``next``.
     """
+    o = FitOptions(**options)  # an unknown keyword is a TypeError, as in any call
     sharp, blurred = check_image_pair(sharp, blurred)
     max_sigma = normalize_number("max_sigma", max_sigma)
-    spacing = normalize_number("spacing", spacing, 1.0, strict=False)
-    smoothness = normalize_number("smoothness", smoothness, strict=False)
-    max_error = normalize_number("max_error", max_error)
-    tol = normalize_number("tol", tol, strict=False)
-    max_steps = normalize_count("max_steps", max_steps)
-    affine = choice("intensity", intensity, ("affine", "none"), "intensity model") == "affine"
-    if not isinstance(per_axis, (bool, np.bool_)):
-        raise ArgumentError(f"per_axis: expected True or False, got {per_axis!r}")
-    given = normalize_axes(axes, sharp.ndim)
+    spacing = normalize_number("spacing", o.spacing, 1.0, strict=False)
+    smoothness = normalize_number("smoothness", o.smoothness, strict=False)
+    max_error = normalize_number("max_error", o.max_error)
+    tol = normalize_number("tol", o.tol, strict=False)
+    max_steps = normalize_count("max_steps", o.max_steps)
+    affine = choice("intensity", o.intensity, FIT_PARAMS["intensity"].choices,
+                    "intensity model") == "affine"  # fmt: skip
+    if not isinstance(o.per_axis, (bool, np.bool_)):
+        raise ArgumentError(f"per_axis: expected True or False, got {o.per_axis!r}")
+    given = normalize_axes(o.axes, sharp.ndim)
     if not given:
         raise ArgumentError("axes: needs at least one axis to fit a blur along")
     # The model works in ascending axis order; a per-axis map returns in the given one.
     order = tuple(int(i) for i in np.argsort(given))
-    modes = normalize_modes(mode, len(given))
+    modes = normalize_modes(o.mode, len(given))
     blurred_axes, modes = tuple(given[i] for i in order), tuple(modes[i] for i in order)
-    truncate = normalize_truncate(truncate)
+    truncate = normalize_truncate(o.truncate)
     check_max_sigma(max_sigma, sharp.shape, blurred_axes, modes, truncate)
-    policy = normalize_nan_policy(nan_policy)
+    policy = normalize_nan_policy(o.nan_policy)
     if policy == "propagate":
         raise ArgumentError(
             "nan_policy: 'propagate' cannot fit (a NaN would reach every step); use 'raise' "
@@ -245,18 +182,18 @@ def fit_sigma_map_steps(
         shape=sharp.shape,
         blurred_axes=blurred_axes,
         nodes=tuple(b.shape[1] for b in bases),
-        per_axis=bool(per_axis),
+        per_axis=bool(o.per_axis),
         max_sigma=max_sigma,
         modes=modes,
         truncate=truncate,
         # A full mask would cost a second blur (the normaliser): only when needed.
         masked=not valid.all(),
         affine=affine,
-        tolerance=None if per_axis else objective_tolerance(blurred, valid, blurred_axes),
+        tolerance=None if o.per_axis else objective_tolerance(blurred, valid, blurred_axes),
     )
     _check_order(sharp, blurred, valid, blurred_axes)
     steps = _run(model, sharp, blurred, valid, bases, smoothness, max_steps, tol, max_error)
-    return _in_given_order(steps, order) if per_axis else steps
+    return _in_given_order(steps, order) if o.per_axis else steps
 
 
 def objective_tolerance(blurred, valid, axes) -> float:
@@ -326,7 +263,7 @@ def _run(model, sharp, blurred, valid, bases, smoothness, max_steps, tol, max_er
     starts = [_logit(model, nodes), _logit(model, np.full(nodes.shape, best))]
     if smoothness * float(penalty(starts[0], len(bases))) > misfit:
         starts.reverse()  # a rough start costs more than it gains: begin flat
-    optimiser, step, outputs = _programs(model)
+    optimiser, step, outputs = programs(model)
     history: list[float] = []
     run = Descent(step, optimiser, data, history, max_steps, tol)
     u, converged, stopped = yield from run(starts)
@@ -343,47 +280,15 @@ def _run(model, sharp, blurred, valid, bases, smoothness, max_steps, tol, max_er
     history.append(float(value))
     if not fell:
         converged = False
-        _warning(
+        warning(
             "the objective did not fall from its start (a per-node scan of the sigma "
             "range): the map is that scan, not a fit; check the pair and max_sigma"
         )
     fit = Fitted(np.asarray(sigma), units.fitted(np.asarray(fitted, np.float64)),
                  np.asarray(sensitivity, np.float64) * units.y_scale, float(gain), float(offset),
                  noise_x)  # fmt: skip
-    return _result(model, bases, blurred, valid, fit, units, u.size, history, converged,
-                   max_error, start)  # fmt: skip
-
-
-@dataclass
-class Descent:
-    """L-BFGS steps from the first of ``starts`` that moves, appending to ``history``;
-    a generator (``(step, loss)`` out, a true ``send`` stops it) that returns ``(u,
-    converged, stopped)``."""
-
-    step: Callable
-    optimiser: object
-    data: dict
-    history: list
-    max_steps: int
-    tol: float
-
-    def __call__(self, starts):
-        history, converged, stopped = self.history, False, False
-        for u in starts:
-            state, first, calm = _initial_state(self.optimiser, u), len(history), 0
-            for i in range(first, self.max_steps):
-                u, state, value = self.step(u, state, self.data)
-                history.append(float(value))
-                small = i > first and abs(history[-2] - history[-1]) <= self.tol * abs(history[-2])
-                calm = calm + 1 if small else 0
-                converged = calm >= 2  # one short L-BFGS step is not convergence
-                stopped = bool((yield i + 1, history[-1]))
-                if stopped or converged or _stuck(history[first:]):
-                    break
-            # The loss did not move: try the next start (the best single sigma).
-            if stopped or not _stuck(history[first:]) or len(history) >= self.max_steps:
-                break
-        return u, converged, stopped
+    return fit_result(model, bases, blurred, valid, fit, units, u.size, history, converged,
+                      max_error, start)  # fmt: skip
 
 
 def _sharp_noise(model: Model, outputs, x, y, valid) -> np.ndarray | float:
@@ -412,226 +317,9 @@ def _sharp_noise(model: Model, outputs, x, y, valid) -> np.ndarray | float:
     return np.sqrt(variance * min(1.0, allowed / predicted))
 
 
-def _stuck(history: list[float]) -> bool:
-    """Three steps without any change: L-BFGS found no way down from this start."""
-    return len(history) >= 3 and max(history[:3]) - min(history[:3]) <= 1e-7 * abs(history[0])
-
-
 def _logit(model: Model, sigma: np.ndarray) -> jax.Array:
     f = np.clip(sigma / model.max_sigma, 0.01, 0.95)
     u = np.log(f / (1 - f))
     if model.per_axis:
         u = np.repeat(u[..., None], len(model.nodes), axis=-1)
     return jnp.asarray(np.broadcast_to(u, model.grid), jnp.float32)
-
-
-def _initial_state(optimiser, u):
-    # optax's initial state holds weakly typed scalars, the updated one does not: make
-    # them strong now, or the step would compile twice.
-    return jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.result_type(leaf)),
-                        optimiser.init(u))  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Units:
-    """The fit's units: each image as ``(image - centre) / scale`` over the valid
-    pixels.  With a gain and offset each image gets its own centre and scale (the fit is
-    then free of both); without, both share the blurred image's scale and no centre."""
-
-    x_centre: float
-    x_scale: float
-    y_centre: float
-    y_scale: float
-
-    @classmethod
-    def of(cls, sharp, blurred, valid, affine: bool) -> Units:
-        def spread(a):
-            return float(np.std(a[valid])) or 1.0
-
-        if affine:
-            return cls(float(np.mean(sharp[valid])), spread(sharp),
-                       float(np.mean(blurred[valid])), spread(blurred))  # fmt: skip
-        return cls(0.0, spread(blurred), 0.0, spread(blurred))
-
-    def sharp(self, image, valid):
-        return np.where(valid, (image - self.x_centre) / self.x_scale, 0)
-
-    def blurred(self, image, valid):
-        return np.where(valid, (image - self.y_centre) / self.y_scale, 0)
-
-    def fitted(self, model_image):
-        return self.y_centre + self.y_scale * model_image
-
-    def gain_offset(self, gain: float, offset: float) -> tuple[float, float]:
-        """``blurred ~ gain * blur(sharp) + offset`` in the images' own units."""
-        g = self.y_scale * gain / self.x_scale
-        return g, self.y_centre + self.y_scale * offset - g * self.x_centre
-
-
-@dataclass(frozen=True)
-class Fitted:
-    """The final outputs of the programs, on the host."""
-
-    sigma: np.ndarray
-    image: np.ndarray  # the model image in blurred's units
-    sensitivity: np.ndarray  # d image / d sigma, in blurred's units, one per map
-    gain: float  # in the fit's units
-    offset: float
-    noise_x: np.ndarray | float  # the sharp image's noise per pixel, in the fit's units
-
-
-@functools.lru_cache(maxsize=8)
-def _programs(model: Model) -> tuple:
-    """The optimiser, one compiled L-BFGS step and the compiled final outputs."""
-    import optax  # imported here: only fitting needs it
-
-    k = len(model.nodes)
-
-    def gain_and_offset(image, data):
-        if not model.affine:
-            return jnp.ones((), image.dtype), jnp.zeros((), image.dtype)
-        return gain_offset(image, data["y"], data["weight"])
-
-    def loss(sigma, image, u, data):
-        """The objective: the residual after the best gain and offset (projected out),
-        less the sharp image's expected noise term, plus the penalty."""
-        gain, offset = gain_and_offset(image, data)
-        r = gain * image + offset - data["y"]
-        s = energy(sigma, k, model.per_axis, model.max_sigma, model.truncate, jnp)
-        bias = (gain * data["noise_x"]) ** 2 * s
-        data_term = jnp.sum(data["weight"] * (r * r - bias))
-        return data_term + data["smoothness"] * penalty(u, k)
-
-    def objective(u, data):
-        sigma = model.sigma(u, data["bases"])
-        return loss(sigma, model.blur(data["x"], sigma, data["mask"]), u, data)
-
-    optimiser = optax.lbfgs()
-    value_and_grad = optax.value_and_grad_from_state(objective)
-
-    @jax.jit
-    def step(u, state, data):
-        value, grad = value_and_grad(u, data=data, state=state)
-        updates, state = optimiser.update(grad, state, u, value=value, grad=grad,
-                                          value_fn=objective, data=data)  # fmt: skip
-        return optax.apply_updates(u, updates), state, value
-
-    @jax.jit
-    def outputs(u, data):
-        """The map, the model image (after gain and offset), ``J = gain d blur(x,
-        sigma)(p) / d sigma(p)`` (one per axis map when ``per_axis``, stacked first), the
-        objective, the gain and the offset.
-
-        The blur is a gather (each output pixel depends on its own sigma only), so the
-        Jacobian is diagonal and one JVP with a tangent of ones gives all of it.
-        """
-        sigma = model.sigma(u, data["bases"])
-
-        def blur(s):
-            return model.blur(data["x"], s, data["mask"], exact=True)
-
-        if model.per_axis:
-            ones = [jnp.zeros_like(sigma).at[..., i].set(1) for i in range(sigma.shape[-1])]
-        else:
-            ones = [jnp.ones_like(sigma)]
-        pairs = [jax.jvp(blur, (sigma,), (t,)) for t in ones]  # (model image, J) each
-        image = pairs[0][0]
-        gain, offset = gain_and_offset(image, data)
-        value = loss(sigma, image, u, data)
-        return sigma, gain * image + offset, gain * jnp.stack([j for _, j in pairs]), value, \
-            gain, offset  # fmt: skip
-
-    return optimiser, step, outputs
-
-
-def _result(model, bases, blurred, valid, fit: Fitted, units: Units, size, history, converged,
-            max_error, start):  # fmt: skip
-    residual = np.where(valid, blurred - fit.image, np.nan)
-    dof = float(valid.sum()) - size
-    # The fit runs in float32: a residual below its rounding is not a noise level.
-    floor = np.finfo(np.float32).eps * float(np.abs(blurred[valid]).max())
-    noise = math.sqrt(np.nansum(residual**2) / dof) if dof > 0 else math.inf
-    noise = max(noise, floor)
-    model_map = np.array(fit.sigma, dtype=np.float32)
-    # The sharp image's noise, blurred, inflates the sensitivity: take its mean out.
-    spurious = (units.y_scale * fit.gain * fit.noise_x) ** 2 * derivative_energy(
-        model_map, len(bases), model.per_axis, model.max_sigma, model.truncate
-    )
-    # Degrees of freedom: the nodes take some of the residual's variance.
-    dof_scale = math.sqrt(valid.sum() / dof) if dof > 0 else math.inf
-    stderr = _stderr(model, bases, fit.sensitivity, spurious, residual * dof_scale, floor)
-    # A sigma pinned at max_sigma says "at least this much": not a measurement.
-    pinned = model_map >= PINNED * model.max_sigma
-    observable = (stderr <= max_error * model_map) & ~pinned
-    gain, offset = units.gain_offset(fit.gain, fit.offset)
-    _warn(model, pinned, observable, noise, blurred, valid, gain)
-    return SigmaFit(
-        sigma_map=np.where(observable, model_map, np.nan).astype(np.float32),
-        model_map=model_map,
-        residual=residual.astype(np.float32),
-        stderr=stderr,
-        observable=observable,
-        loss=np.asarray(history, np.float64),
-        noise=noise,
-        steps=len(history) - 1,
-        converged=converged,
-        gain=gain,
-        offset=offset,
-        seconds=time.perf_counter() - start,
-    )
-
-
-def _warn(model, pinned, observable, noise, blurred, valid, gain) -> None:
-    """RuntimeWarnings for results that are not what they seem."""
-    spread = float(np.std(blurred[valid]))
-    if pinned.any():
-        _warning(f"the map reached max_sigma ({model.max_sigma:g}) at {pinned.mean():.1%} of "
-                 "the pixels (marked not observable); raise max_sigma")  # fmt: skip
-    if spread > 0 and noise > 0.7 * spread:
-        _warning(f"the residual ({noise:.3g}) is {noise / spread:.0%} of blurred's spread: "
-                 "blurred is not a blur of sharp at these settings (a gain or offset with "
-                 "intensity='none', a shift, another scene?)")  # fmt: skip
-    elif model.affine and gain <= 0:
-        _warning(f"the fitted gain is {gain:.3g}: blurred does not look like a blur of sharp")
-    if not observable.any():
-        _warning("no pixel is observable: the data do not determine the map anywhere")
-
-
-def _warning(message: str) -> None:
-    warnings.warn(f"fit_sigma_map: {message}", RuntimeWarning, stacklevel=5)
-
-
-def _stderr(model: Model, bases, sensitivity, spurious, residual, floor: float) -> np.ndarray:
-    """Each pixel's standard error: ``noise(p) / sqrt(sum_q F(p, q) (J(q)^2 - N(q)))``.
-
-    ``F`` is the squared B-spline footprint of the node nearest ``p``, so the sum is the
-    information a local fit of that node has.  ``N`` is what the sharp image's own noise
-    adds to ``J^2`` on average.  ``noise(p)^2`` is the residual's mean square under the
-    same footprint, weighted by ``J^2`` (what the local fit sees): noise that varies over
-    the image (photon counts) and local misfit count where they are.  Batch axes add
-    their information.
-    """
-    valid = np.isfinite(residual)
-    r2 = np.where(valid, residual, 0.0) ** 2
-    footprints = [_footprint(b) for b in bases]
-    out = []
-    for j, extra in zip(sensitivity, spurious):
-        info = np.where(valid, np.maximum(j**2 - extra, 0.0), 0.0)
-        seen = reduce_to_grid(model, info * r2, footprints)
-        info = reduce_to_grid(model, info, footprints)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            noise2 = np.maximum(seen / info, floor**2)
-            out.append(np.where(info > 0, np.sqrt(noise2 / info), np.inf))
-    err = np.stack(out, axis=-1) if model.per_axis else out[0]
-    tail = err.shape[len(bases) :]
-    return np.broadcast_to(err.reshape(model.lead + tail), model.shape + tail).astype(np.float32)
-
-
-def _footprint(basis: np.ndarray) -> np.ndarray:
-    """``(n, n)``: how much pixel ``q`` informs the node nearest ``p`` (squared B-spline
-    of the node through ``p``, peak 1)."""
-    if basis.shape[0] == 1:
-        return np.ones((1, 1))
-    nearest = basis.argmax(axis=1)
-    weights = basis[:, nearest].T  # row p: node nearest p, at every pixel q
-    return (weights / weights.max(axis=1, keepdims=True)) ** 2

@@ -34,33 +34,28 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from magicgui.widgets import (
-    CheckBox,
-    ComboBox,
-    Container,
-    FloatSpinBox,
-    LineEdit,
-    SpinBox,
-)
+from magicgui.widgets import Container
 from napari.layers import Image, Labels, Layer
 from napari.utils.notifications import show_warning
 
 from .._version import __version__
 from ..adapters.request import marked_pixels
-from ..core.modes import MODE_NAMES
+from ..core.params import FIT_PARAMS
 from ..fit import SigmaFit, fit_sigma_map_steps
 from .forms import (
     STATUS_TIP,
     Field,
     Scrolling,
     Threaded,
+    advanced_of,
     axes_picker,
     build,
+    declared,
     fold,
     layer_picker,
     mask_picker,
-    plain,
     shorten,
+    values_of,
 )
 from .layers import DIFFERENCE_COLORMAP, blurred_axes
 from .schema import (
@@ -95,7 +90,8 @@ STATUS_LINES = 2
 logger = logging.getLogger(__name__)
 
 
-#: The fit form's fields, in order.
+#: The fit form's fields, in order; the declared parameters' fields come from their
+#: declarations (:data:`~napari_varblur.core.params.FIT_PARAMS`).
 FIT_FIELDS: tuple[Field, ...] = (
     ("sharp", layer_picker(Image, "sharp"),
      "the sharper image of the scene (e.g. in focus); it is left unchanged"),
@@ -105,33 +101,15 @@ FIT_FIELDS: tuple[Field, ...] = (
     ("mask", mask_picker,
      "optional Labels or Image layer of the images' shape (or of the fitted axes'); only its "
      "non-zero pixels are used in the fit"),
-    ("max_sigma", plain(FloatSpinBox, value=4.0, min=0.0, max=1000.0, step=0.5,
-                        label="max sigma"),
-     "the largest sigma the map may take (pixels); choose it above the largest blur you "
-     "expect; larger is slower"),
+    declared("max_sigma", FIT_PARAMS),
     ("axes", axes_picker,
      "which axes are blurred: each 2-D plane (all planes share one map), whole 3-D volumes, "
      "or every axis"),
-    ("per_axis", plain(CheckBox, value=False, text="one map per axis"),
-     "fit a separate sigma for each blurred axis (blur that differs between Y and X); the "
-     "map layer gets one plane per axis"),
-    ("spacing", plain(FloatSpinBox, value=16.0, min=1.0, max=1e6, step=2.0,
-                      label="node spacing"),
-     "distance between the map's control points (pixels): the finest detail the map can "
-     "show; smaller is more detailed and noisier"),
-    ("smoothness", plain(LineEdit, value="1e-3", label="smoothness"),
-     "how strongly the map is kept smooth where the images say little (a number >= 0, e.g. "
-     "1e-3; 0: not at all)"),
-    ("mode", plain(ComboBox, choices=list(MODE_NAMES), value="crop", label="mode"), "mode"),
-    ("nan_policy", plain(ComboBox, choices=["raise", "omit"], value="raise",
-                         label="NaN policy"),
-     "raise: refuse images with NaN or inf in used pixels; omit: leave those pixels out of "
-     "the fit"),
-    ("max_steps", plain(SpinBox, value=150, min=1, max=100_000, label="max steps"),
-     "the fit stops after this many steps, or earlier once it has converged"),
+    *(declared(name, FIT_PARAMS)
+      for name in ("spacing", "smoothness", "mode", "nan_policy", "max_steps", "per_axis")),
 )  # fmt: skip
 #: The fields folded under "Advanced" (rarely changed), in the order they show there.
-FIT_ADVANCED = ("spacing", "smoothness", "mode", "nan_policy", "max_steps", "per_axis")
+FIT_ADVANCED = advanced_of(FIT_FIELDS, FIT_PARAMS)
 
 
 class FitWidget(Scrolling, Threaded, Container):
@@ -179,27 +157,10 @@ class FitWidget(Scrolling, Threaded, Container):
         if layer is not None:
             if layer.multiscale:
                 raise ValueError(f"mask {layer.name!r}: multiscale layers are not supported")
-            mask = marked_pixels(
-                np.asarray(layer.data), blurred.shape, axes, f"mask {layer.name!r}", False
-            )
-        text = str(self.smoothness.value).strip()
-        try:
-            smoothness = float(text)
-        except ValueError:
-            raise ValueError(f"smoothness: could not read {text!r} as a number") from None
-        return dict(
-            sharp=sharp,
-            blurred=blurred,
-            max_sigma=float(self.max_sigma.value),
-            mode=self.mode.value,
-            axes=axes,
-            mask=mask,
-            nan_policy=self.nan_policy.value,
-            per_axis=bool(self.per_axis.value),
-            spacing=float(self.spacing.value),
-            smoothness=smoothness,
-            max_steps=int(self.max_steps.value),
-        )
+            mask = marked_pixels(np.asarray(layer.data), blurred.shape, axes,
+                                 f"mask {layer.name!r}")  # fmt: skip
+        # The declared fields by name (fit_sigma_map_steps checks them), and the axes.
+        return dict(sharp=sharp, blurred=blurred, mask=mask, axes=axes, **values_of(self))
 
     def run(self, _value=None) -> None:
         """Check the choices and start the fit in the background; a bad choice is shown

@@ -5,10 +5,21 @@ parser their text fields use."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
-from magicgui.widgets import ComboBox, Container, Label, PushButton, Widget, create_widget
+from magicgui.widgets import (
+    CheckBox,
+    ComboBox,
+    Container,
+    FloatSpinBox,
+    Label,
+    LineEdit,
+    PushButton,
+    SpinBox,
+    Widget,
+    create_widget,
+)
 from napari.layers import Image, Labels
 from napari.qt.threading import thread_worker
 from napari.utils.notifications import show_error
@@ -16,22 +27,97 @@ from qtpy.QtCore import QEvent, QObject, Qt
 from qtpy.QtWidgets import QComboBox, QScrollArea, QSizePolicy
 
 from ..core.checks import ArgumentError
-from ..core.params import PARAMS, help_of
+from ..core.params import PARAMS, Param, help_of
 from .layers import AXES_CHOICES
 
-#: A form's field: the attribute it is stored as, how to make it (given the form and its
-#: tooltip) and its tooltip: a parameter's name in ``core.params``, or the text itself.
-Field = tuple[str, Callable[[Any, str], Widget], str]
+
+class Field(NamedTuple):
+    """A form's field: the attribute it is stored as, how to make it (given the form
+    and its tooltip) and its tooltip (a parameter's name in ``core.params``, or the text
+    itself); for a declared parameter (:func:`declared`) also its name and how the
+    field's value becomes the argument."""
+
+    name: str
+    make: Callable[[Any, str], Widget]
+    tip: str
+    param: str | None = None
+    parse: Callable[[Any], Any] | None = None
 
 
-def build(form: Container, fields: Sequence[Field]) -> list[Widget]:
-    """Make each field, store it on ``form`` under its name and return them in order."""
+def build(form: Container, fields: Sequence[Field | tuple]) -> list[Widget]:
+    """Make each field, store it on ``form`` under its name and return them in order;
+    the declared ones are listed in ``form.declared`` (field name -> (parameter, parse))."""
     made = []
-    for name, make, tip in fields:
-        widget = make(form, help_of(tip) if tip in PARAMS else tip)
-        setattr(form, name, widget)
+    form.declared = getattr(form, "declared", {})
+    for entry in fields:
+        field = Field(*entry)
+        widget = field.make(form, help_of(field.tip) if field.tip in PARAMS else field.tip)
+        setattr(form, field.name, widget)
         made.append(widget)
+        if field.param is not None:
+            form.declared[field.name] = (field.param, field.parse or (lambda value: value))
     return made
+
+
+def declared(param: str, params: Mapping[str, Param] = PARAMS, *, name: str | None = None,
+             **overrides: Any) -> Field:  # fmt: skip
+    """The field of a declared parameter: the widget its hints describe (``kind``,
+    ``label``, ``choices``, ``min``/``max``/``step``, ``text``; ``overrides`` win), its
+    default, and its one-line help as the tooltip."""
+    p = params[param]
+    hints = {**(p.widget or {}), **overrides}
+    make = lambda form, tip: _widget(p, hints, tip)  # noqa: E731
+    return Field(name or param, make, p.help, param, _parser(param, hints))
+
+
+def _parser(param: str, hints: Mapping[str, Any]) -> Callable[[Any], Any] | None:
+    """How the field's value becomes the argument: the ``parse`` hint; a text field's
+    number (``number``: ``"several"`` takes one or one per axis, ``"1, 2.5"``)."""
+    if "parse" in hints:
+        return hints["parse"]
+    if hints["kind"] != "text":
+        return None
+    if hints.get("number") == "several":
+        return parse_sigma
+    return lambda text: parse_number(text, param)
+
+
+def _widget(p: Param, hints: Mapping[str, Any], tip: str) -> Widget:
+    kind, label = hints["kind"], hints.get("label", p.name)
+    value = hints.get("value", None if p.required else p.default)
+    if kind == "choice":
+        choices, labels = hints.get("choices", p.choices), hints.get("labels")
+        choices = [(labels[c], c) for c in choices] if labels else list(choices)
+        return ComboBox(choices=choices, value=value, label=label, tooltip=tip)
+    if kind == "check":
+        return CheckBox(value=bool(value), text=hints["text"], tooltip=tip)
+    if kind == "text":
+        return LineEdit(value=_text(value), label=label, tooltip=tip)
+    limits = {k: hints[k] for k in ("min", "max", "step") if k in hints}
+    cls = FloatSpinBox if kind == "float" else SpinBox
+    return cls(value=value, label=label, tooltip=tip, **limits)
+
+
+def _text(value: Any) -> str:
+    """A number as a text field shows it (``0.001`` as ``1e-3``)."""
+    return f"{value:g}".replace("e-0", "e-") if isinstance(value, float) else str(value)
+
+
+def values_of(form: Container) -> dict[str, Any]:
+    """The arguments of the form's declared fields, by parameter name (each parsed)."""
+    return {param: parse(getattr(form, name).value)
+            for name, (param, parse) in form.declared.items()}  # fmt: skip
+
+
+def advanced_of(fields: Sequence[Field | tuple], params: Mapping[str, Param] = PARAMS):
+    """The names of the fields whose declaration folds them under "Advanced"."""
+    out = []
+    for entry in fields:
+        field = Field(*entry)
+        hints = field.param and (params[field.param].widget or {})
+        if hints and hints.get("advanced"):
+            out.append(field.name)
+    return tuple(out)
 
 
 def plain(cls, **options) -> Callable[[Any, str], Widget]:
@@ -85,6 +171,14 @@ def parse_sigma(text: str) -> float | tuple[float, ...]:
             f"sigma: could not read {text!r} as a number or as comma-separated numbers"
         )
     return values[0] if len(values) == 1 else tuple(values)
+
+
+def parse_number(text: str, name: str) -> float:
+    """One number from a text field; an error naming ``name`` for anything else."""
+    try:
+        return float(str(text).strip())
+    except ValueError:
+        raise ArgumentError(f"{name}: could not read {text!r} as a number") from None
 
 
 #: The Advanced toggle's text, folded and unfolded.

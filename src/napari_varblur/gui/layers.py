@@ -7,6 +7,7 @@ updates result layers that keep the input's transforms and display settings.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -15,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from napari.layers import Image, Labels, Layer
 
-from .. import backends
+from .. import engine
 from .._steps import run_to_end
 from .._version import __version__
 from ..adapters.numpy_api import gaussian_blur
-from ..adapters.request import marked_pixels, pixel_sigma, sigma_argument
+from ..adapters.request import marked_pixels, normalize_marks, pixel_sigma, sigma_argument
+from ..core.options import BlurOptions
+from ..core.params import DEFAULT, fill_doc
 from ..core.spec import BlurSpec, is_dask_array, normalize_axes
 from .schema import METADATA_KEY, is_per_axis_map, layer_id, map_in_pixels, placement, upsert
 
@@ -35,8 +38,10 @@ AXES_CHOICES = {
 #: NumPy layers bigger than this get a lazy result (one dask chunk per plane).
 LAZY_BYTES = 512 * 2**20
 DIFFERENCE_COLORMAP = "PiYG"
-#: What a mask's non-zero pixels mark: the pixels to use, or the pixels to leave out.
-MASK_MARKS = {"valid": "valid pixels", "invalid": "invalid pixels"}
+#: napari's default sigma (the blur widget's, and :func:`blur_layer`'s).
+SIGMA = 2.0
+#: The blur's settings a layer blur takes besides the layer's own choices (its axes).
+LAYER_OPTIONS = ("mode", "cval", "truncate", "backend", "precision", "tolerance", "nan_policy")
 
 
 @dataclass(frozen=True)
@@ -50,8 +55,8 @@ class LayerBlur:
     layer: Image
     image: np.ndarray
     sigma: Any
-    axes: tuple[int, ...]
-    options: dict[str, Any]
+    #: The blur's settings, with the blurred axes resolved.
+    options: BlurOptions
     settings: dict[str, Any] = field(default_factory=dict)
     #: The lazy result (a dask graph) when the input, the map or the mask is a dask array.
     graph: Any = None
@@ -67,58 +72,31 @@ class LayerBlur:
     def from_layer(
         cls,
         layer: Layer,
-        sigma: float | Sequence[float] = 2.0,
+        sigma: float | Sequence[float] = SIGMA,
         sigma_map: Layer | np.ndarray | None = None,
         *,
-        world_units: bool = False,
+        options: BlurOptions | None = None,
+        world_units: bool = DEFAULT.world_units,
         axes: str | Sequence[int] = "2d",
-        mode: str = "crop",
-        cval: float = 0.0,
-        truncate: float = 3.0,
-        backend: str = "auto",
-        precision: str = "float32",
-        tolerance: float | None = None,
         mask: Layer | np.ndarray | None = None,
-        mask_marks: str = "valid",
-        nan_policy: str = "propagate",
+        mask_marks: str = DEFAULT.mask_marks,
         level: int | None = None,
     ) -> LayerBlur:
+        """The request to blur ``layer`` (at ``level`` when multiscale) over ``axes``
+        (a choice of :data:`AXES_CHOICES` or explicit indices) with ``options`` (their
+        ``axes`` is set here); ``sigma``, ``sigma_map``, ``world_units``, ``mask`` and
+        ``mask_marks`` as :func:`blur_layer` takes them."""
         image = _layer_data(layer, "layer", level)
         blurred = blurred_axes(layer, axes)
         if not is_dask_array(image) and image.nbytes > LAZY_BYTES:
             image = _as_planes(image, blurred)
         factors = level_factors(layer, level)
         pixel_size = _world_scale(layer, blurred, factors) if world_units else None
-        map_name, where, values = None, "sigma_map", None
-        if sigma_map is not None:
-            is_layer = isinstance(sigma_map, Layer)
-            map_name = sigma_map.name if is_layer else "array"
-            where = f"sigma_map {map_name!r}" if is_layer else where  # names it in errors
-            if world_units and map_in_pixels(sigma_map):
-                raise ValueError(
-                    f"world_units: {where} is already in pixels (the world units were "
-                    "converted when it was made); turn off sigma in world units"
-                )
-            values = _map_values(sigma_map, level)
-        sigma_arg = sigma_argument(sigma, image.shape, blurred, pixel_size=pixel_size,
-                                   map_values=values, map_name=where)  # fmt: skip
+        map_name, sigma_arg = _sigma_of(sigma, sigma_map, image.shape, blurred, pixel_size,
+                                        level)  # fmt: skip
         mask_name, valid = _valid_pixels(mask, mask_marks, image.shape, blurred, level)
-        options = dict(
-            mode=mode,
-            cval=cval,
-            truncate=truncate,
-            backend=backend,
-            precision=precision,
-            tolerance=tolerance,
-            nan_policy=nan_policy,
-        )
-        # Validate now, on the caller's thread, so a bad choice fails before any work.
-        # (A lazy result is only a graph: building it checks everything, dask maps too.)
-        graph = spec = None
-        if any(is_dask_array(a) for a in (image, sigma_arg, valid)):
-            graph = gaussian_blur(_lazy(image), sigma_arg, axes=blurred, mask=valid, **options)
-        else:  # the image itself: nan_policy="raise" checks it here, with its own index
-            spec = BlurSpec.from_args(image, sigma_arg, axes=blurred, mask=valid, **options)
+        options = (options or BlurOptions()).replace(axes=blurred)
+        graph, spec = _checked(image, sigma_arg, valid, options)
         settings = dict(
             sigma=sigma if np.isscalar(sigma) else tuple(sigma),
             sigma_map=map_name,
@@ -130,10 +108,13 @@ class LayerBlur:
             axes=list(blurred),
             mask=mask_name,
             mask_marks=mask_marks,
-            **options,
+            **{name: getattr(options, name) for name in LAYER_OPTIONS},
         )
-        return cls(layer, image, sigma_arg, blurred, options, settings, graph, valid, factors,
-                   spec)  # fmt: skip
+        return cls(layer, image, sigma_arg, options, settings, graph, valid, factors, spec)
+
+    @property
+    def axes(self) -> tuple[int, ...]:
+        return self.options.axes
 
     @property
     def lazy(self) -> bool:
@@ -156,49 +137,72 @@ class LayerBlur:
         between pieces.
         """
         start = time.perf_counter()
+        resolved = engine.resolve(self.options.backend)
         if self.lazy:  # the graph was built (and checked) by from_layer
-            resolved = backends.resolve(self.options["backend"])
-            out = self.graph
             yield 1
-            elapsed = time.perf_counter() - start
-            device = backends.load(resolved).device_name()
-            return BlurResult(self, out, resolved, device, elapsed)
-        chunks = self.batch_chunks
-        out = np.empty(self.image.shape, dtype=np.dtype(self.options["precision"]))
-        resolved = backends.resolve(self.options["backend"])
-        options = dict(self.options, backend=resolved)
-        compiled = backends.compiles(resolved)
-        for done, index in enumerate(chunks, start=1):
+            return BlurResult(self, self.graph, resolved, engine.device_name(resolved),
+                              time.perf_counter() - start)  # fmt: skip
+        out = np.empty(self.image.shape, dtype=np.dtype(self.options.precision))
+        compiled = engine.compiles(resolved)
+        for done, index in enumerate(self.batch_chunks, start=1):
             sigma, mask = self.sigma, self.mask
             if isinstance(sigma, np.ndarray) and index:
                 sigma = _take_batch(sigma, index)
             if mask is not None and index:
                 mask = _take_batch(mask, index)
-            axes = _axes_after(self.axes, index)
-            out[index] = gaussian_blur(self.image[index], sigma, axes=axes, mask=mask, **options)
+            piece = self.options.replace(backend=resolved, axes=_axes_after(self.axes, index))
+            out[index] = gaussian_blur(self.image[index], sigma, mask=mask, **piece.kwargs())
             yield done
-        elapsed = time.perf_counter() - start
-        device = backends.load(resolved).device_name()
-        return BlurResult(self, out, resolved, device, elapsed,
-                          compiled=backends.compiles(resolved) > compiled)  # fmt: skip
+        return BlurResult(self, out, resolved, engine.device_name(resolved),
+                          time.perf_counter() - start,
+                          compiled=engine.compiles(resolved) > compiled)  # fmt: skip
 
     def compute(self) -> BlurResult:
         """Run to the end on this thread."""
         return run_to_end(self.run())
 
     def python_call(self) -> str:
+        """The :func:`blur_layer` call that reproduces this blur in napari's console,
+        its keywords in the order of its signature (``viewer`` last)."""
         s = self.settings
-        sigma_map = f"viewer.layers[{s['sigma_map']!r}]" if s["sigma_map"] else "None"
-        mask = f"viewer.layers[{s['mask']!r}]" if s["mask"] else "None"
+        layers = {k: f"viewer.layers[{s[k]!r}]" if s[k] else "None" for k in ("sigma_map", "mask")}
+        values = {**{k: repr(getattr(self.options, k)) for k in LAYER_OPTIONS}, **layers,
+                  **{k: repr(s[k]) for k in ("sigma", "world_units", "mask_marks", "level")},
+                  "axes": repr(tuple(s["axes"]))}  # fmt: skip
+        keywords = [f"{k}={values[k]}" for k in inspect.signature(blur_layer).parameters
+                    if k in values]  # fmt: skip
         return (
-            f"from napari_varblur import blur_layer\n"
-            f"blur_layer(viewer.layers[{self.layer.name!r}], sigma={s['sigma']!r}, "
-            f"sigma_map={sigma_map}, world_units={s['world_units']!r}, axes={tuple(s['axes'])!r}, "
-            f"mode={s['mode']!r}, cval={s['cval']!r}, truncate={s['truncate']!r}, "
-            f"backend={s['backend']!r}, precision={s['precision']!r}, "
-            f"tolerance={s['tolerance']!r}, mask={mask}, mask_marks={s['mask_marks']!r}, "
-            f"nan_policy={s['nan_policy']!r}, level={s['level']!r}, viewer=viewer)"
+            "from napari_varblur import blur_layer\n"
+            f"blur_layer(viewer.layers[{self.layer.name!r}], {', '.join(keywords)}, viewer=viewer)"
         )
+
+
+def _sigma_of(sigma, sigma_map, shape, blurred, pixel_size, level) -> tuple[str | None, Any]:
+    """The map's name (a layer's, or ``"array"``) and the library's ``sigma``: ``sigma``
+    (in world units with ``pixel_size``) times the map, placed in the image."""
+    map_name, where, values = None, "sigma_map", None
+    if sigma_map is not None:
+        is_layer = isinstance(sigma_map, Layer)
+        map_name = sigma_map.name if is_layer else "array"
+        where = f"sigma_map {map_name!r}" if is_layer else where  # names it in errors
+        if pixel_size is not None and map_in_pixels(sigma_map):
+            raise ValueError(
+                f"world_units: {where} is already in pixels (the world units were "
+                "converted when it was made); turn off sigma in world units"
+            )
+        values = _map_values(sigma_map, level)
+    arg = sigma_argument(sigma, shape, blurred, pixel_size=pixel_size, map_values=values,
+                         map_name=where)  # fmt: skip
+    return map_name, arg
+
+
+def _checked(image, sigma, valid, options: BlurOptions) -> tuple[Any, BlurSpec | None]:
+    """Validate now, on the caller's thread, so a bad choice fails before any work: the
+    lazy result's graph (building it checks everything, dask maps too), or the spec of
+    the image itself (``nan_policy="raise"`` checks it here, with its own index)."""
+    if any(is_dask_array(a) for a in (image, sigma, valid)):
+        return gaussian_blur(_lazy(image), sigma, mask=valid, **options.kwargs()), None
+    return None, BlurSpec.build(image, sigma, options, valid)
 
 
 @dataclass(frozen=True)
@@ -240,23 +244,24 @@ class BlurResult:
         return image.astype(self.data.dtype) - self.data
 
 
+@fill_doc
 def blur_layer(
     layer: Layer,
-    sigma: float | Sequence[float] = 2.0,
+    sigma: float | Sequence[float] = SIGMA,
     sigma_map: Layer | np.ndarray | None = None,
     *,
     viewer: napari.Viewer | None = None,
-    world_units: bool = False,
+    world_units: bool = DEFAULT.world_units,
     axes: str | Sequence[int] = "2d",
-    mode: str = "crop",
-    cval: float = 0.0,
-    truncate: float = 3.0,
-    backend: str = "auto",
-    precision: str = "float32",
-    tolerance: float | None = None,
+    mode: str = DEFAULT.mode,
+    cval: float = DEFAULT.cval,
+    truncate: float = DEFAULT.truncate,
+    backend: str = DEFAULT.backend,
+    precision: str = DEFAULT.precision,
+    tolerance: float | None = DEFAULT.tolerance,
     mask: Layer | np.ndarray | None = None,
-    mask_marks: str = "valid",
-    nan_policy: str = "propagate",
+    mask_marks: str = DEFAULT.mask_marks,
+    nan_policy: str = DEFAULT.nan_policy,
     difference: bool = False,
     level: int | None = None,
 ) -> Image:
@@ -276,19 +281,30 @@ def blur_layer(
         If given, the result is added to it, or replaces the data of the result layer
         an earlier call made from the same input layer.
     world_units
-        Divide sigma by the layer's ``scale`` on each blurred axis.
+        %(world_units)s  The pixel sizes are the layer's ``scale``.
     axes
         ``"2d"`` (per plane, the last two axes), ``"3d"`` (the last three), ``"all"``,
         or explicit axis indices.
-    mode, cval, truncate, backend, precision, tolerance, nan_policy
-        As in :func:`napari_varblur.gaussian_blur`.
+    mode
+        %(mode)s
+    cval
+        %(cval)s
+    truncate
+        %(truncate)s
+    backend
+        %(backend)s
+    precision
+        %(precision)s
+    tolerance
+        %(tolerance)s
+    nan_policy
+        %(nan_policy)s
     mask
         Optional Labels or Image layer (or array) of the image's shape or of the shape of
         its blurred axes; its non-zero pixels are marked.  The blur then averages over
         the valid pixels only (a normalised convolution; see ``gaussian_blur``).
     mask_marks
-        ``"valid"`` (default): the marked pixels are the ones to use; ``"invalid"``: the
-        marked pixels are left out (and filled from their valid neighbours).
+        %(mask_marks)s
     difference
         Also add a difference layer (input minus result) to ``viewer``.
     level
@@ -301,23 +317,11 @@ def blur_layer(
         parameters, backend, device, timing, version and an equivalent Python call in
         ``metadata['napari_varblur']``.
     """
-    request = LayerBlur.from_layer(
-        layer,
-        sigma,
-        sigma_map,
-        world_units=world_units,
-        axes=axes,
-        mode=mode,
-        cval=cval,
-        truncate=truncate,
-        backend=backend,
-        precision=precision,
-        tolerance=tolerance,
-        mask=mask,
-        mask_marks=mask_marks,
-        nan_policy=nan_policy,
-        level=level,
-    )
+    # The layer's axes are chosen by ``axes`` above, not the library's: from_layer sets them.
+    options = BlurOptions.pick(locals()).replace(axes=None)
+    request = LayerBlur.from_layer(layer, sigma, sigma_map, options=options,
+                                   world_units=world_units, axes=axes, mask=mask,
+                                   mask_marks=mask_marks, level=level)  # fmt: skip
     result = request.compute()
     return publish(result, viewer, difference=difference)[0]
 
@@ -544,11 +548,7 @@ def _valid_pixels(
 
     Never modifies the mask's data: the result is a new boolean array (lazy for dask).
     """
-    if marks not in MASK_MARKS:
-        raise ValueError(
-            f"mask_marks: unknown choice {marks!r}; valid choices are "
-            + ", ".join(repr(m) for m in MASK_MARKS)
-        )
+    marks = normalize_marks(marks)
     if mask is None:
         return None, None
     if isinstance(mask, Layer):
@@ -562,7 +562,7 @@ def _valid_pixels(
     else:
         name, where = "array", "mask"
         values = _array(mask)
-    return name, marked_pixels(values, shape, axes, where, invalid=marks == "invalid")
+    return name, marked_pixels(values, shape, axes, where, marks)
 
 
 def _level_of(layer: Layer, where: str, level: int | None):

@@ -10,38 +10,32 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from magicgui.widgets import (
-    CheckBox,
-    ComboBox,
-    Container,
-    FloatSpinBox,
-    Label,
-    LineEdit,
-)
+from magicgui.widgets import CheckBox, ComboBox, Container, Label
 from napari.layers import Image
 from napari.utils.notifications import show_info
 
-from .. import backends
+from .. import engine
 from .._steps import map_steps
-from ..core.modes import MODE_ALIASES, MODE_NAMES
+from ..core.options import BlurOptions
 from ..core.params import help_of
-from ..core.spec import NAN_POLICIES
 from ..engine import compiling, planner, warmup
 from .forms import (
     Field,
     Scrolling,
     Threaded,
+    advanced_of,
     axes_picker,
     build,
+    declared,
     fold,
     layer_picker,
     mask_picker,
-    parse_sigma,
     plain,
+    values_of,
     wrapping,
 )
 from .layers import (
-    MASK_MARKS,
+    SIGMA,
     LayerBlur,
     blurred_axes,
     default_level,
@@ -55,18 +49,14 @@ if TYPE_CHECKING:
     import napari
 
 
-#: The accuracy choices: the exact contract, or a tolerance (fraction of the range).
-ACCURACY = {"exact": None, "1e-3": 1e-3, "1e-4": 1e-4}
-
-
 def backend_choices() -> list[tuple[str, str]]:
     """(label, name) pairs; labels show the device each backend would use."""
-    status = backends.available_backends()
+    status = engine.available_backends()
     choices = [(f"auto {status['auto']}", "auto")]
     for name in ("jax", "numba", "reference"):
         if status[name].startswith("unavailable"):
             continue
-        choices.append((f"{name} ({backends.load(name).device_name()})", name))
+        choices.append((f"{name} ({engine.device_name(name)})", name))
     return choices
 
 
@@ -84,31 +74,26 @@ IN_PIXELS_TIP = (
 #: What ``auto`` also does here (added to the backend's one-line help).
 AUTO_TIP = "; here auto also runs a click on JAX while Numba compiles its first kernels"
 
-#: The blur form's fields, in order (the widgets' own fields go before ``mode``).
+#: The blur form's fields, in order (the widgets' own fields go before ``mode``); the
+#: declared parameters' fields come from their declarations (:mod:`..core.params`).
 BLUR_FIELDS: tuple[Field, ...] = (
     ("image", layer_picker(Image, "image"), "image"),
     ("level", plain(ComboBox, choices=[], label="level", visible=False), LEVEL_TIP),
     ("sigma_map", layer_picker(Image | None, "sigma map"), "sigma_map"),
-    ("sigma", plain(LineEdit, value="2.0", label="sigma (× map)"), "sigma"),
-    ("world_units", plain(CheckBox, value=False, text="sigma in world units"), "world_units"),
+    declared("sigma", value=SIGMA),
+    declared("world_units"),
     ("axes", axes_picker, "axes"),
     ("mask", mask_picker, "mask"),
-    ("mask_marks", plain(ComboBox, choices=[(label, key) for key, label in MASK_MARKS.items()],
-                         value="valid", label="mask marks"), "mask_marks"),
-    ("nan_policy", plain(ComboBox, choices=list(NAN_POLICIES), value="propagate",
-                         label="NaN policy"), "nan_policy"),
-    ("mode", plain(ComboBox, choices=list(MODE_NAMES) + list(MODE_ALIASES), value="crop",
-                   label="mode"), "mode"),
-    ("cval", plain(FloatSpinBox, value=0.0, min=-1e12, max=1e12, label="cval"), "cval"),
-    ("truncate", plain(FloatSpinBox, value=3.0, min=0.1, max=50.0, step=0.5,
-                       label="truncate"), "truncate"),
-    ("precision", plain(ComboBox, choices=["float32", "float64"], value="float32",
-                        label="precision"), "precision"),
-    ("accuracy", plain(ComboBox, choices=list(ACCURACY), value="exact", label="accuracy"),
-     "tolerance"),
-)  # fmt: skip
+    declared("mode"),
+    declared("cval"),
+    declared("truncate"),
+    declared("precision"),
+    declared("tolerance", name="accuracy"),
+    declared("nan_policy"),
+    declared("mask_marks"),
+)
 #: The fields folded under "Advanced" (rarely changed), in the order they show there.
-BLUR_ADVANCED = ("mode", "cval", "truncate", "precision", "accuracy", "nan_policy", "mask_marks")
+BLUR_ADVANCED = advanced_of(BLUR_FIELDS)
 
 
 class _BlurForm(Scrolling, Threaded, Container):
@@ -123,7 +108,7 @@ class _BlurForm(Scrolling, Threaded, Container):
         self._known_maps: set[int] = set()  # ids of the tagged sigma maps seen so far
         warmup.start_warm_up()  # compiles the common kernels before the first click
         fields = build(self, BLUR_FIELDS)
-        at = [name for name, _, _ in BLUR_FIELDS].index("mode")  # extras before the advanced
+        at = [Field(*f).name for f in BLUR_FIELDS].index("mode")  # extras before the advanced
         fields = fold(self, fields[:at] + extra + fields[at:], BLUR_ADVANCED)
         self._assemble(fields, self.run_text, "the job")
         self.image.changed.connect(lambda _value: self._image_changed())
@@ -192,23 +177,13 @@ class _BlurForm(Scrolling, Threaded, Container):
 
     # -- helpers for subclasses
     def request(self, backend: str) -> LayerBlur:
-        return LayerBlur.from_layer(
-            self.image.value,
-            parse_sigma(self.sigma.value),
-            self.sigma_map.value,
-            world_units=self.world_units.value,
-            axes=self.axes.value,
-            mode=self.mode.value,
-            cval=self.cval.value,
-            truncate=self.truncate.value,
-            backend=backend,
-            precision=self.precision.value,
-            tolerance=ACCURACY[self.accuracy.value],
-            mask=self.mask.value,
-            mask_marks=self.mask_marks.value,
-            nan_policy=self.nan_policy.value,
-            level=self.level.value,
-        )
+        """The blur the form describes, on ``backend``."""
+        values = values_of(self)
+        layer_args = {k: values.pop(k) for k in ("sigma", "world_units", "mask_marks")}
+        options = BlurOptions(backend=backend, **values)
+        return LayerBlur.from_layer(self.image.value, sigma_map=self.sigma_map.value,
+                                    options=options, axes=self.axes.value, mask=self.mask.value,
+                                    level=self.level.value, **layer_args)  # fmt: skip
 
     def run(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
@@ -246,7 +221,7 @@ class BlurWidget(_BlurForm):
         starting = "running..."
         if self._interim_used:
             starting = "running on JAX while Numba compiles (first run only)..."
-        elif request.options["backend"] in ("auto", "numba") and compiling.busy():
+        elif request.options.backend in ("auto", "numba") and compiling.busy():
             starting = "running (kernels still compiling in the background, first run only)..."
         self._start(request.run, len(request.batch_chunks), self._done, starting=starting)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import napari
 from qtpy.QtWidgets import QApplication
 
-from .layers import blur_layer
+from ..gui.layers import blur_layer
 
 
 def open_demo_viewer(viewer: napari.Viewer | None = None, *, run: bool = True):

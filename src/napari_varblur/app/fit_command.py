@@ -16,22 +16,28 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["add_fit_parser", "fit_command"]
+from ..core.options import FitOptions
+from ..core.params import FIT_PARAMS, PARAMS
+from ..core.spec import normalize_channel_axis
+from .arguments import Help, add_declared, add_invert_mask, channel_argument, mask_argument
 
-#: ``fit_sigma_map``'s defaults, shown in the help (a test keeps them in step).
-FIT_DEFAULTS: dict[str, Any] = {
-    "mode": "crop",
-    "truncate": 3.0,
-    "nan_policy": "raise",
-    "spacing": 16.0,
-    "smoothness": 1e-3,
-    "max_steps": 150,
-    "tol": 1e-6,
-    "max_error": 0.1,
+__all__ = ["add_parser", "run"]
+
+#: ``fit_sigma_map``'s parameters ``varblur fit`` takes, in the order ``--help`` lists
+#: them (``--channel-axis`` and ``--invert-mask`` go after ``--axes``).
+DECLARED = ("max_sigma", "spacing", "smoothness", "mode", "truncate", "axes")
+MORE = ("mask",)
+LAST = ("nan_policy", "per_axis", "intensity", "max_steps", "tol", "max_error")
+#: What the command line adds to a parameter's help.
+NOTES = {
+    "axes": " (default: all but --channel-axis)",
+    "channel_axis": "; it shares the map; 'none' for none (default: the samples axis of "
+    "an RGB(A) TIFF, else none)",
+    "mode": " (as in varblur blur)",
 }
 
 
-def add_fit_parser(sub, formatter: type[argparse.HelpFormatter]) -> argparse.ArgumentParser:
+def add_parser(sub) -> argparse.ArgumentParser:
     """Add ``varblur fit`` to the ``varblur`` subcommands ``sub``; return its parser."""
     p = sub.add_parser(
         "fit",
@@ -44,86 +50,28 @@ def add_fit_parser(sub, formatter: type[argparse.HelpFormatter]) -> argparse.Arg
         "fitted, such as channels, share one map): 'varblur blur --sigma-map' takes it "
         "with the same --axes.  A fit that stops at --max-steps is still written, with a "
         "warning; exit status 0.",
-        formatter_class=formatter,
+        formatter_class=Help,
     )
     p.add_argument("sharp", help="the sharper image: .tif/.tiff (OME-TIFF too), .zarr or .npy")
     p.add_argument("blurred", help="the blurrier image of the same scene, same shape")
     p.add_argument("output", help="the sigma map (pixels): .tif/.tiff, .zarr or .npy")
-    p.add_argument("--max-sigma", type=float, required=True, metavar="S",
-                   help="largest sigma the map may take (pixels); choose it above the "
-                   "largest blur you expect: it sets the cost")  # fmt: skip
-    _add_model_options(p)
+    add_declared(p, FIT_PARAMS, DECLARED, NOTES)
+    add_declared(p, PARAMS, ["channel_axis"], NOTES)
+    add_declared(p, FIT_PARAMS, MORE, NOTES)
+    add_invert_mask(p)
+    add_declared(p, FIT_PARAMS, LAST, NOTES)
     p.add_argument("--model-map", action="store_true",
                    help="write the finite map the model used everywhere (its smooth "
                    "continuation where not observable) instead of NaN there")  # fmt: skip
-    p.add_argument(
-        "--residual",
-        metavar="FILE",
-        help="also write BLURRED minus the fitted model (NaN at invalid pixels)",
-    )
+    residual = "also write BLURRED minus the fitted model (NaN at invalid pixels)"
+    p.add_argument("--residual", metavar="FILE", help=residual)
     p.add_argument("--overwrite", action="store_true", help="replace existing output files")
     return p
 
 
-def _add_model_options(p: argparse.ArgumentParser) -> None:
-    d = FIT_DEFAULTS
-    p.add_argument("--spacing", type=float, default=d["spacing"],
-                   help="distance between the map's control nodes (pixels, >= 1): the "
-                   "finest detail the map can have")  # fmt: skip
-    p.add_argument(
-        "--smoothness",
-        type=float,
-        default=d["smoothness"],
-        help="weight of the penalty on the map's curvature (>= 0)",
-    )
-    p.add_argument("--mode", default=d["mode"], help="edge mode of the blur, as in varblur blur")
-    p.add_argument(
-        "--truncate",
-        type=float,
-        default=d["truncate"],
-        help="kernel radius in sigmas, as in varblur blur",
-    )
-    p.add_argument("--axes", type=int, nargs="+", help="axes to fit the blur along (default: "
-                   "all but --channel-axis)")  # fmt: skip
-    p.add_argument("--channel-axis", help="an axis never blurred (shares the map); 'none' "
-                   "for none (default: the samples axis of an RGB(A) TIFF, else none)")  # fmt: skip
-    p.add_argument("--mask", metavar="FILE", help="non-zero marks a valid pixel, left out "
-                   "of the fit otherwise (the images' shape or the fitted axes')")  # fmt: skip
-    p.add_argument(
-        "--invert-mask", action="store_true", help="--mask marks the invalid pixels instead"
-    )
-    p.add_argument(
-        "--nan-policy",
-        choices=("raise", "omit"),
-        default=d["nan_policy"],
-        help="a NaN or inf in either image: an error, or an invalid pixel",
-    )
-    p.add_argument(
-        "--per-axis",
-        action="store_true",
-        help="one map per fitted axis (a trailing axis in OUTPUT)",
-    )
-    p.add_argument("--intensity", choices=("affine", "none"),
-                   help="affine: BLURRED may differ from the blurred SHARP by a gain and an "
-                   "offset (fitted); none: it may not (default: affine)")  # fmt: skip
-    p.add_argument("--max-steps", type=int, default=d["max_steps"], help="L-BFGS steps at most")
-    p.add_argument(
-        "--tol",
-        type=float,
-        default=d["tol"],
-        help="converged when the loss changes by less than this (relative)",
-    )
-    p.add_argument(
-        "--max-error",
-        type=float,
-        default=d["max_error"],
-        help="observable where the standard error is at most this share of sigma",
-    )
-
-
-def fit_command(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run ``varblur fit``; raises on errors (the caller reports them in one line)."""
-    from .files import ImageFileError
+    from ..adapters.files import ImageFileError
 
     sharp_path, blurred_path, target = Path(args.sharp), Path(args.blurred), Path(args.output)
     if args.residual and Path(args.residual).resolve() == target.resolve():
@@ -150,7 +98,7 @@ def fit_command(args: argparse.Namespace) -> int:
 
 def _check_target(name: str, path: Path, inputs: tuple[Path, ...], overwrite: bool) -> None:
     """Refuse an output before the fit, not after it: the fit may take minutes."""
-    from .files import ImageFileError, file_format
+    from ..adapters.files import ImageFileError, file_format
 
     file_format(path)
     if any(path.resolve() == given.resolve() for given in inputs):
@@ -164,7 +112,7 @@ def _check_target(name: str, path: Path, inputs: tuple[Path, ...], overwrite: bo
 def _read(path: Path, name: str) -> tuple[np.ndarray, Any]:
     """An input as a NumPy array (the fit holds it in memory) and its
     :class:`~.files.FileInfo`."""
-    from .files import ImageFileError, read_image
+    from ..adapters.files import ImageFileError, read_image
 
     try:
         data, meta = read_image(path)
@@ -174,42 +122,28 @@ def _read(path: Path, name: str) -> tuple[np.ndarray, Any]:
 
 
 def _fit_axes(args: argparse.Namespace, source: Path, ndim: int) -> tuple[int, ...]:
-    from ..core.spec import normalize_channel_axis
-    from .cli import _channel_argument
-
     given = tuple(args.axes) if args.axes else None
-    return normalize_channel_axis(_channel_argument(args.channel_axis, source), given, ndim)[1]
+    return normalize_channel_axis(channel_argument(args.channel_axis, source), given, ndim)[1]
 
 
 def _fit(args: argparse.Namespace, sharp: np.ndarray, blurred: np.ndarray, axes):
     """Run the fit; return it and the warnings it raised."""
-    from .. import fit_sigma_map
+    from ..fit import fit_sigma_map  # JAX and optax: only when a fit runs
 
-    options = {name: getattr(args, name) for name in FIT_DEFAULTS}
-    if args.intensity is not None:  # only when asked: the library's default otherwise
-        options["intensity"] = args.intensity
-    mask = _mask(args, tuple(blurred.shape), axes)
+    options = FitOptions.pick(vars(args)).replace(axes=axes)
+    mask = mask_argument(args, tuple(blurred.shape), axes)  # in memory: the fit holds its
+    mask = None if mask is None else np.asarray(mask)  # images
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        fit = fit_sigma_map(
-            sharp, blurred, max_sigma=args.max_sigma, axes=axes, mask=mask,
-            per_axis=args.per_axis, callback=_progress(args.max_steps), **options,
-        )  # fmt: skip
+        fit = fit_sigma_map(sharp, blurred, max_sigma=args.max_sigma, mask=mask,
+                            callback=_progress(args.max_steps), **options.kwargs())  # fmt: skip
     return fit, caught
-
-
-def _mask(args: argparse.Namespace, shape: tuple[int, ...], axes) -> np.ndarray | None:
-    """``--mask`` as ``varblur blur`` reads it, in memory (the fit holds its images)."""
-    from .cli import _mask_argument
-
-    mask = _mask_argument(args, shape, axes)
-    return None if mask is None else np.asarray(mask)
 
 
 def _progress(max_steps: int):
     """The fit's callback: stop at a Ctrl-C even one a callback dropped, and show the
     step on a terminal."""
-    from .interrupts import raise_if_interrupted
+    from ..adapters.interrupts import raise_if_interrupted
 
     shown = sys.stderr.isatty()
 
@@ -260,7 +194,7 @@ _NOT_RECORDED = ("command", "blurred", "output", "residual", "overwrite")
 def _fit_record(args: argparse.Namespace, info, axes: tuple[int, ...], fit) -> dict[str, Any]:
     """How the map was made (stored in it): the options, the fitted axes, and the fit's
     outcome."""
-    from .files import provenance_record
+    from ..adapters.files import provenance_record
 
     parameters = {k: v for k, v in vars(args).items() if k not in _NOT_RECORDED}
     parameters.update(axes=list(axes), steps=fit.steps, converged=fit.converged,
@@ -272,7 +206,7 @@ def _fit_record(args: argparse.Namespace, info, axes: tuple[int, ...], fit) -> d
 def _write(values: np.ndarray, path: Path, like, record, args, what: str) -> None:
     import dask.array as da
 
-    from .files import write_image
+    from ..adapters.files import write_image
 
     array = da.from_array(np.ascontiguousarray(values, dtype=np.float32))
     write_image(array, path, overwrite=args.overwrite, like=like, provenance=record)

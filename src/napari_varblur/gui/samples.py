@@ -1,0 +1,57 @@
+"""napari's sample data (File > Open Sample > VarBlur): the package's sample arrays
+(:mod:`napari_varblur.sample`) as napari ``LayerData`` tuples, tagged as this plugin
+tags its layers (:mod:`.schema`)."""
+
+from __future__ import annotations
+
+from ..sample import fluorescence_sample, focus_pair_sample
+from .schema import METADATA_KEY, PIXELS, SIGMA_MAP_ROLE
+
+#: Names of the focus pair's layers.
+SHARP_NAME = "focus pair sharp"
+BLURRED_NAME = "focus pair blurred"
+TRUTH_NAME = "focus pair true sigma map"
+
+
+def defocus_sample_layers() -> list[tuple]:
+    """The fluorescence sample and its defocus sigma map, tagged so that the blur
+    widget preselects it."""
+    image, sigma_map = fluorescence_sample(512)
+    tag = {"role": SIGMA_MAP_ROLE, "kind": "sample", "units": PIXELS}
+    return [
+        (image, {"name": "varblur cells", "colormap": "gray"}, "image"),
+        (
+            sigma_map,
+            {
+                "name": "varblur sigma map",
+                "colormap": "viridis",
+                "visible": False,
+                "metadata": {METADATA_KEY: tag},
+            },
+            "image",
+        ),
+    ]
+
+
+def focus_pair_sample_layers() -> list[tuple]:
+    """A sharp and a blurred image of one scene, and the true map.
+
+    The true sigma map is hidden and is deliberately *not* tagged with the sigma-map
+    role that the blur widget preselects: it is the answer to compare the estimate with,
+    so the map the blur widget offers is always the one the fit produced, never the
+    ground truth by accident.  Its metadata names it as the sample's true map instead.
+    """
+    sharp, blurred, truth = focus_pair_sample()
+    high = float(truth.max())
+    truth_layer = {
+        "name": TRUTH_NAME,
+        "colormap": "viridis",
+        "contrast_limits": (0.0, high if high > 0 else 1.0),
+        "visible": False,
+        "metadata": {METADATA_KEY: {"role": "true-sigma-map", "kind": "sample"}},
+    }
+    return [
+        (sharp, {"name": SHARP_NAME, "colormap": "gray"}, "image"),
+        (blurred, {"name": BLURRED_NAME, "colormap": "gray"}, "image"),
+        (truth, truth_layer, "image"),
+    ]
