@@ -1,25 +1,18 @@
-"""The benchmark's report (used by ``bench.py``).
+"""The side-by-side benchmark's report (used by ``bench.py``).
 
 The :class:`Row` record (one line of the table and of the JSON ``rows`` list), the
 machine description, the markdown table, the performance targets and their verdicts,
-the markdown report on stdout and the JSON file.
+the markdown report and the result file (``common.write_result``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import datetime
-import json
-import os
-import platform
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-HERE = Path(__file__).resolve().parent
+import common
+from common import num
 
 #: H200 HBM3e peak bandwidth, for the GPU mode's "% of peak" column.
 H200_GB_S = 4800.0
@@ -50,60 +43,16 @@ class Row:
 
 
 def machine_info() -> dict[str, Any]:
-    """CPU, library versions, JAX devices, thread counts and the source revision."""
+    """The machine (``common.machine``), JAX's devices and OpenCV's threads."""
     import jax
-    import numba
-    import scipy
 
-    import napari_varblur
-
-    model = platform.processor()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
     try:
         import cv2
 
-        cv2_version = f"{cv2.__version__} ({cv2.getNumThreads()} threads)"
+        cv2_threads = cv2.getNumThreads()
     except ImportError:
-        cv2_version = "not installed"
-    try:
-        root = HERE.parent
-        rev = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "src"], cwd=root, capture_output=True, text=True
-        ).stdout.strip()
-        revision = f"{rev}{' + uncommitted changes in src/' if dirty else ''}"
-    except OSError:
-        revision = "unknown"
-    return {
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "cpu_count": os.cpu_count(),
-        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "cpu_model": model or "unknown",
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "numba": f"{numba.__version__} ({numba.get_num_threads()} threads)",
-        "jax": jax.__version__,
-        "jax_devices": [str(d) for d in jax.devices()],
-        "cv2": cv2_version,
-        "napari_varblur": f"{napari_varblur.__version__} at {revision}",
-    }
-
-
-def _num(x: float | None, digits: int = 3) -> str:
-    """Compact number for the table: 3 significant digits, no exponent above 1000."""
-    if x is None:
-        return ""
-    if abs(x) >= 1000:
-        return f"{x:.0f}"
-    return f"{x:.{digits}g}"
+        cv2_threads = None
+    return common.machine(jax_devices=[str(d) for d in jax.devices()], cv2_threads=cv2_threads)
 
 
 def table(rows: list[Row], gpu: bool) -> str:
@@ -114,33 +63,38 @@ def table(rows: list[Row], gpu: bool) -> str:
     ]  # fmt: skip
     if gpu:
         head.insert(9, f"GB/s (% of {H200_GB_S / 1000:g} TB/s)")
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = []
     for r in rows:
-        ratios = ", ".join(f"{k} {v:.2g}x" for k, v in r.ratios.items())
-        diff = ""
-        if r.max_abs_diff is not None:
-            diff = f"{r.max_abs_diff:.2e}"
-            if r.tolerance is not None and r.max_abs_diff > r.tolerance:
-                diff += f" (> tol {r.tolerance:.0e})"
-        note = "; ".join(
-            x
-            for x in (
-                r.note,
-                f"diff on {r.diff_on}" if r.diff_on not in ("", "full image") else "",
-                f"peak +{r.peak_mem_x_image:.1f}x image" if r.peak_mem_x_image is not None else "",
-            )
-            if x
-        )
         cells = [
-            r.case, r.implementation, r.precision, _num(r.median_s), _num(r.min_s),
-            _num(r.max_s), _num(r.first_s), _num(r.jax_compile_s), _num(r.mpx_s), ratios,
-            diff, note,
+            r.case, r.implementation, r.precision, num(r.median_s), num(r.min_s),
+            num(r.max_s), num(r.first_s), num(r.jax_compile_s), num(r.mpx_s),
+            ", ".join(f"{k} {v:.2g}x" for k, v in r.ratios.items()), diff_text(r), note_text(r),
         ]  # fmt: skip
         if gpu:
-            gb = "" if r.gb_s is None else f"{_num(r.gb_s)} ({100 * r.gb_s / H200_GB_S:.2g}%)"
+            gb = "" if r.gb_s is None else f"{num(r.gb_s)} ({100 * r.gb_s / H200_GB_S:.2g}%)"
             cells.insert(9, gb)
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        lines.append(cells)
+    return "\n".join(common.md_table(head, lines))
+
+
+def diff_text(r: Row) -> str:
+    """The difference to the reference, marked when beyond the contract."""
+    if r.max_abs_diff is None:
+        return ""
+    diff = f"{r.max_abs_diff:.2e}"
+    if r.tolerance is not None and r.max_abs_diff > r.tolerance:
+        diff += f" (> tol {r.tolerance:.0e})"
+    return diff
+
+
+def note_text(r: Row) -> str:
+    """The row's note, where its difference was taken, and its peak memory."""
+    parts = (
+        r.note,
+        f"diff on {r.diff_on}" if r.diff_on not in ("", "full image") else "",
+        f"peak +{r.peak_mem_x_image:.1f}x image" if r.peak_mem_x_image is not None else "",
+    )
+    return "; ".join(x for x in parts if x)
 
 
 #: Speed targets (float32): (case, implementation, peer, least peer/implementation ratio).
@@ -216,62 +170,60 @@ def target_lines(targets: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def print_report(args, info, profile, case_text, rows, memory, targets) -> None:
-    """The markdown report on stdout: machine, table, notes, peak memory, targets."""
-    print(f"# napari_varblur benchmark ({profile} sizes, {args.repeats} timed runs per row)")
-    print()
-    print(f"- date: {info['date']}")
-    print(
-        f"- CPU: {info['cpu_model']}, {info['cpu_count']} cores "
-        f"({info['cpu_affinity']} usable); {info['platform']}"
-    )
-    print(
-        f"- python {info['python']}, numpy {info['numpy']}, scipy {info['scipy']}, "
-        f"numba {info['numba']}, jax {info['jax']}, cv2 {info['cv2']}"
-    )
-    print(f"- jax devices: {', '.join(info['jax_devices'])}")
-    print(f"- napari_varblur {info['napari_varblur']}")
-    print()
-    print("Cases: " + "; ".join(f"{n}: {text}" for n, text in case_text.items()))
-    print()
-    print(table(rows, args.gpu))
-    print()
-    print("Speed-up `peer/impl = N x`: impl's median time is N times shorter than peer's.")
-    print("max abs diff: against the float64 reference (scipy for a global sigma, the")
-    print("`reference` backend for a map); '(> tol)' marks a difference beyond the contract.")
-    print("JAX compile s = first s - median s (about 0 when an earlier row compiled the same")
-    print("shapes, e.g. V2s after V2).")
+def report_text(args, info, profile, case_text, rows, memory, targets) -> str:
+    """The markdown report: machine, table, notes, peak memory, targets."""
+    lines = [
+        f"# napari_varblur benchmark ({profile} sizes, {args.repeats} timed runs per row)",
+        "",
+        f"- {common.describe_machine(info)}",
+        f"- jax devices: {', '.join(info['jax_devices'])}; OpenCV threads {info['cv2_threads']}",
+        "",
+        "Cases: " + "; ".join(f"{n}: {text}" for n, text in case_text.items()),
+        "",
+        table(rows, args.gpu),
+        "",
+        "Speed-up `peer/impl = N x`: impl's median time is N times shorter than peer's.",
+        "max abs diff: against the float64 reference (scipy for a global sigma, the",
+        "`reference` backend for a map); '(> tol)' marks a difference beyond the contract.",
+        "JAX compile s = first s - median s (about 0 when an earlier row compiled the same",
+        "shapes, e.g. V2s after V2).",
+    ]
     if args.gpu:
-        print("GB/s assumes each pass reads and writes the image once (2 x image bytes per")
-        print("pass; one pass per axis for a global sigma, one pass for a map, map reads not")
-        print(f"counted), against the H200's {H200_GB_S / 1000:g} TB/s HBM peak.")
+        lines += [
+            "GB/s assumes each pass reads and writes the image once (2 x image bytes per",
+            "pass; one pass per axis for a global sigma, one pass for a map, map reads not",
+            f"counted), against the H200's {H200_GB_S / 1000:g} TB/s HBM peak.",
+        ]
     if memory:
-        print()
-        print("Peak memory of one numba call (fresh process, peak RSS above the warmed-up")
-        print("baseline, in units of the image's bytes; the output array counts as 1):")
-        for m in memory:
-            print(
-                f"- {m['case']} {m['precision']}: +{m['extra_x_image']:.2f}x image "
-                f"({m['image_mib']:.0f} MiB image, baseline {m['baseline_mib']:.0f} MiB, "
-                f"peak {m['peak_mib']:.0f} MiB, from {m['source']})"
-            )
-    print()
-    print("Targets" + (" (quick sizes: indicative only)" if args.quick else "") + ":")
-    print("\n".join(target_lines(targets)) or "- none apply to the cases run")
+        lines += [
+            "",
+            "Peak memory of one numba call (fresh process, peak RSS above the warmed-up",
+            "baseline, in units of the image's bytes; the output array counts as 1):",
+        ]
+        lines += [
+            f"- {m['case']} {m['precision']}: +{m['extra_x_image']:.2f}x image "
+            f"({m['image_mib']:.0f} MiB image, baseline {m['baseline_mib']:.0f} MiB, "
+            f"peak {m['peak_mib']:.0f} MiB, from {m['source']})"
+            for m in memory
+        ]
+    quick = " (quick sizes: indicative only)" if args.quick else ""
+    lines += ["", f"Targets{quick}:", *(target_lines(targets) or ["- none apply"])]
+    return "\n".join(lines) + "\n"
 
 
 def write_json(args, info, profile, case_text, rows, memory, complete: bool) -> None:
-    """Write the results so far (also after each case, so a killed run leaves data)."""
+    """Write the results so far (also after each case, so a killed run leaves data),
+    with the markdown report next to them once the run is complete."""
+    targets = evaluate_targets(rows)
     payload = {
         "complete": complete,
-        "machine": info,
         "date": info["date"],
         "profile": profile,
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "cases": case_text,
         "rows": [vars(r) for r in rows],
         "memory": memory,
-        "targets": evaluate_targets(rows),
+        "targets": targets,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(payload, indent=2) + "\n")
+    text = report_text(args, info, profile, case_text, rows, memory, targets) if complete else None
+    common.write_result("bench", payload, info, out=args.out, markdown=text)
