@@ -554,9 +554,7 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(report)
     print(text)
     payload = {k: v for k, v in report.items() if k != "machine"}
-    path = common.write_result("ab", payload, info, out=args.out, markdown=text + "\n",
-                               quick=args.quick)  # fmt: skip
-    print(f"wrote {path}", file=sys.stderr)
+    common.write_result("ab", payload, info, out=args.out, markdown=text + "\n", quick=args.quick)
     return 1 if any(row["errors"] for row in report["rows"]) else 0
 
 

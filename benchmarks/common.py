@@ -20,7 +20,9 @@ NAME would go on this machine today (``gpu/gpu_check.sh`` writes its log there).
 
 from __future__ import annotations
 
+import argparse
 import datetime
+import importlib.util
 import json
 import os
 import platform
@@ -187,6 +189,11 @@ def package_info() -> dict[str, Any]:
     return {**info, **git_info(folder)}
 
 
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported (an optional peer: OpenCV, matplotlib, ...)."""
+    return importlib.util.find_spec(module) is not None
+
+
 def machine(*, package: bool = True, threads: bool = True, **extra: Any) -> dict[str, Any]:
     """What a result needs to be read later: date, CPU, cores, load, GPU, versions,
     Numba's threads and the napari_varblur timed (``package``), the command line and
@@ -265,6 +272,17 @@ def describe_machine(info: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- results
 
 
+def parser(doc: str, name: str, quick: str | None = None) -> argparse.ArgumentParser:
+    """A script's command line, described by its docstring's first line, with the
+    shared options: ``--out`` (the JSON's path instead of
+    ``results/<date>_<machine>_<name>.json``) and, given its help, ``--quick``."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    if quick:
+        p.add_argument("--quick", action="store_true", help=f"{quick}; to results/quick/")
+    p.add_argument("--out", help=f"the JSON's path (default results/<date>_<machine>_{name}.json)")
+    return p
+
+
 def result_path(name: str, info: dict[str, Any], ext: str = "json", quick: bool = False) -> Path:
     """``results/<date>_<machine>_<name>.<ext>`` (``results/quick/...`` for a quick run)."""
     folder = QUICK_RESULTS if quick else RESULTS
@@ -279,14 +297,18 @@ def write_result(
     out: Path | str | None = None,
     markdown: str | None = None,
     quick: bool = False,
+    quiet: bool = False,
 ) -> Path:
     """Write ``payload`` (with ``machine: info``) as JSON at ``out`` or
-    :func:`result_path`, and ``markdown`` next to it (``.md``); the JSON's path."""
+    :func:`result_path`, and ``markdown`` next to it (``.md``); say where on stderr
+    unless ``quiet``; the JSON's path."""
     path = Path(out) if out else result_path(name, info, quick=quick)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"machine": info, **payload}, indent=1, default=str) + "\n")
     if markdown is not None:
         path.with_suffix(".md").write_text(markdown)
+    if not quiet:
+        log(f"wrote {path}" + (" and .md" if markdown is not None else ""))
     return path
 
 

@@ -32,7 +32,6 @@ it as one JSON line (``gpu/gpu_check.sh`` uses it).
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -188,10 +187,8 @@ def markdown(rows: list[dict], peer: dict, info: dict) -> str:
 
 def main(argv=None) -> int:
     """Every case in a fresh process, the peer, the result and the figure."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="case 2d only, no figure")
+    parser = common.parser(__doc__, "fit", quick="case 2d only, no figure")
     parser.add_argument("--case", help="run one case in this process; print it as JSON")
-    parser.add_argument("--out", help="JSON path (default results/<date>_<machine>_fit.json)")
     parser.add_argument("--figure", default=str(common.IMAGES / "fit_sigma_map.png"))
     args = parser.parse_args(argv)
     if args.case:
@@ -206,10 +203,9 @@ def main(argv=None) -> int:
         print(rows[-1], flush=True)
     peer = tile_peer()
     text = markdown(rows, peer, info)
-    path = common.write_result("fit", dict(rows=rows, peer=peer), info, out=args.out,
+    common.write_result("fit", dict(rows=rows, peer=peer), info, out=args.out,
                                markdown=text, quick=args.quick)  # fmt: skip
     print(text)
-    print(f"wrote {path}")
     if not args.quick:
         try:
             figure(Path(args.figure))

@@ -23,7 +23,6 @@ Writes ``benchmarks/results/<date>_<machine>_fit_realistic.json`` (or ``--out``;
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -134,12 +133,10 @@ def run_case(name, scene, sigma_range, args, **fit_args) -> list[dict]:
 
 def main(argv=None) -> int:
     """Both scenes (or the photograph only), each fitted twice; write the result."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, "fit_realistic", quick="--size 96 --no-3d")
     parser.add_argument("--photons", type=float, default=100.0)
     parser.add_argument("--size", type=int, default=192, help="the photograph's side")
     parser.add_argument("--no-3d", action="store_true")
-    parser.add_argument("--quick", action="store_true", help="--size 96 --no-3d")
-    parser.add_argument("--out", type=Path, help="JSON path (default: results/)")
     args = parser.parse_args(argv)
     if args.quick:
         args.size, args.no_3d = 96, True
@@ -148,9 +145,8 @@ def main(argv=None) -> int:
     if not args.no_3d:
         rows += run_case("volume 24x40x48", scene_3d((24, 40, 48)), (0.8, 2.5), args,
                          spacing=12)  # fmt: skip
-    path = common.write_result("fit_realistic", dict(rows=rows), info, out=args.out,
+    common.write_result("fit_realistic", dict(rows=rows), info, out=args.out,
                                quick=args.quick)  # fmt: skip
-    print(f"wrote {path}")
     return 0
 
 

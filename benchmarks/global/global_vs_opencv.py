@@ -22,7 +22,6 @@ other jobs share the cores.  Prints markdown tables and writes
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import sys
@@ -128,24 +127,13 @@ OPENCV_HEAD = "| case | ours ms | OpenCV ms | speed vs OpenCV | max diff |\n|---
 MASKED_HEAD = "| case | masked ms | plain ms | masked / plain |\n|---|---|---|---|"
 
 
-def have_cv2() -> bool:
-    """Whether OpenCV is installed."""
-    try:
-        import cv2  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def main(argv=None) -> int:
     """Both tables; print them and write the result."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, "global_vs_opencv", quick="--sizes 256 --repeats 3")
     parser.add_argument("--sizes", type=int, nargs="+", default=[2048, 4096])
     parser.add_argument("--repeats", type=int, default=9, help="timed calls per side")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall")
     parser.add_argument("--skip-masked", action="store_true", help="only the OpenCV table")
-    parser.add_argument("--quick", action="store_true", help="--sizes 256 --repeats 3")
-    parser.add_argument("--out", help="JSON path (default: results/)")
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.repeats = [256], 3
@@ -154,7 +142,7 @@ def main(argv=None) -> int:
     print(common.describe_machine(info))
     result: dict = {"opencv": [], "masked": []}
     lines = []
-    if have_cv2():
+    if common.installed("cv2"):
         print("\n" + OPENCV_HEAD)
         result["opencv"] = opencv_rows(args.sizes, args.repeats, rng, clock)
         lines += ["", OPENCV_HEAD, *map(opencv_line, result["opencv"])]
@@ -166,9 +154,8 @@ def main(argv=None) -> int:
         lines += ["", MASKED_HEAD, *map(masked_line, result["masked"])]
     title = f"# Global blur against OpenCV ({args.clock} time, median of {args.repeats})"
     text = "\n".join([title, "", common.describe_machine(info), *lines]) + "\n"
-    path = common.write_result("global_vs_opencv", result, info, out=args.out, markdown=text,
+    common.write_result("global_vs_opencv", result, info, out=args.out, markdown=text,
                                quick=args.quick)  # fmt: skip
-    print(f"wrote {path}")
     return 0
 
 

@@ -17,7 +17,6 @@ writes ``benchmarks/results/<date>_<machine>_gpu_tolerance.json`` (or ``--out``;
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -90,10 +89,9 @@ def measure(name, image, smap, radius, repeats: int) -> dict:
 
 def main(argv=None) -> int:
     """Every case; one JSON line each, and the result file after each."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, "gpu_tolerance")
     parser.add_argument("--small", action="store_true", help="small sizes (try it on a CPU)")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", type=Path, help="JSON path (default: results/)")
     args = parser.parse_args(argv)
     import jax
 
@@ -102,9 +100,8 @@ def main(argv=None) -> int:
     for name, image, smap, radius in cases(args.small):
         rows.append(measure(name, image, smap, radius, args.repeats))
         print(json.dumps(rows[-1]), flush=True)
-        path = common.write_result("gpu_tolerance", dict(rows=rows), info, out=args.out,
+        common.write_result("gpu_tolerance", dict(rows=rows), info, out=args.out,
                                    quick=args.small)  # fmt: skip
-    print(f"wrote {path}")
     return 0
 
 

@@ -15,7 +15,6 @@ Writes ``benchmarks/results/<date>_<machine>_calibrate_levels.json`` (``--quick`
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -93,9 +92,7 @@ def fit(rows: list[dict]) -> dict:
 
 def main(argv=None) -> int:
     """Measure, fit, print and write the result."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="the smallest maps only")
-    parser.add_argument("--out", help="JSON path (default: results/)")
+    parser = common.parser(__doc__, "calibrate_levels", quick="the smallest maps only")
     args = parser.parse_args(argv)
     info = common.machine()
     rows = measure(np.random.default_rng(0), args.quick)
@@ -104,9 +101,8 @@ def main(argv=None) -> int:
     for dims, value in fitted["gather"].items():
         print(f"gather fit {dims}-D:", value)
     print("walk estimate / measured:", fitted["estimate_over_measured"])
-    path = common.write_result("calibrate_levels", dict(rows=rows, fit=fitted), info,
+    common.write_result("calibrate_levels", dict(rows=rows, fit=fitted), info,
                                out=args.out, quick=args.quick)  # fmt: skip
-    print(f"wrote {path}")
     return 0
 
 

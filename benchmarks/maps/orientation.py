@@ -122,10 +122,7 @@ def measure(case: str, name: str, what: str, image, smap, args) -> dict:
 
 def parse(argv) -> argparse.Namespace:
     """The command line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="512^2 and 32x64x64 (smoke test)")
-    parser.add_argument("--out", help="JSON path (default: results/); the markdown goes next "
-                        "to it (.md)")  # fmt: skip
+    parser = common.parser(__doc__, "orientation", quick="512^2 and 32x64x64 (a smoke test)")
     parser.add_argument("--mode", default="nearest")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--once-above", type=float, default=5.0,

@@ -20,6 +20,7 @@ import time
 from functools import partial
 from pathlib import Path
 
+import common
 import internals
 import numpy as np
 from common import interleaved
@@ -150,12 +151,7 @@ def run_peer(peer, norm, smap, reference, border: int) -> dict:
 def installed_peers() -> tuple[list, list[str]]:
     """The peers found on this machine, and a note for each one that is not."""
     found, notes = [], []
-    try:
-        import cv2  # noqa: F401
-
-        have_cv2 = True
-    except ImportError:
-        have_cv2 = False
+    have_cv2 = common.installed("cv2")
     if shutil.which(IM) and have_cv2:
         found.append(ImageMagick)
     else:

@@ -19,7 +19,6 @@ from the JSON at ``--out`` alone.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -55,15 +54,6 @@ def exact_gather(image, sigma):
     return out, seconds
 
 
-def have_cv2() -> bool:
-    """Whether OpenCV is installed (its rows are left out otherwise)."""
-    try:
-        import cv2  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def sweep_rows(args) -> list[dict]:
     rng = np.random.default_rng(0)
     rows = []
@@ -75,7 +65,7 @@ def sweep_rows(args) -> list[dict]:
             row["global_numba_s"] = median_time(
                 partial(gaussian_blur, image, top, backend="numba"), 3
             )
-            if dims == 2 and have_cv2():
+            if dims == 2 and common.installed("cv2"):
                 row["global_opencv_s"] = median_time(partial(cv2_blur, image, top, "reflect"), 3)
             exact, row["exact_s"] = exact_gather(image, sigma)
             for tol in TOLERANCES:
@@ -177,7 +167,7 @@ def memory_targets(rng, s: int) -> list[dict]:
 
 def opencv_targets(rng, s: int) -> list[dict]:
     """Global passes against OpenCV: the time ratio numba / OpenCV (<= 1: faster)."""
-    if not have_cv2():
+    if not common.installed("cv2"):
         print("OpenCV is not installed: no global-pass targets")
         return []
     out = []
@@ -294,9 +284,7 @@ def orientation_panel(ax, rows) -> None:
 
 def main(argv=None) -> int:
     """Run the sweep and the targets (or only redraw the plot); write the result."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
-    parser.add_argument("--out", help="JSON path (default results/<date>_<machine>_sweep.json)")
+    parser = common.parser(__doc__, "sweep", quick="small sizes (a smoke test)")
     parser.add_argument("--plot", default=str(common.IMAGES / "sigma_sweep.png"))
     parser.add_argument("--orientation", default=common.latest_result("orientation"),
                         help="orientation.py's JSON: a panel by map, if it exists "
@@ -320,7 +308,7 @@ def main(argv=None) -> int:
     rows = sweep_rows(args)
     targets = target_rows(args)
     text = markdown(rows, targets, info)
-    path = common.write_result("sweep", dict(sweep=rows, targets=targets), info, out=args.out,
+    common.write_result("sweep", dict(sweep=rows, targets=targets), info, out=args.out,
                                markdown=text, quick=args.quick)  # fmt: skip
     if args.quick:
         print("--quick: the plot is left as it is")
@@ -330,7 +318,6 @@ def main(argv=None) -> int:
         except ImportError:
             print("matplotlib is not installed: no plot (pip install -e '.[bench]')")
     print(text)
-    print(f"wrote {path}")
     return 0
 
 

@@ -37,7 +37,6 @@ clean commit while the working tree is being edited: ``git worktree add --detach
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import statistics
@@ -244,9 +243,7 @@ def markdown(rows, peer, info, elapsed) -> str:
 
 def main(argv=None) -> int:
     """Run every case and the peer; write the result."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
-    parser.add_argument("--out", help="JSON path (default results/<date>_<machine>_masked.json)")
+    parser = common.parser(__doc__, "masked", quick="small sizes (a smoke test)")
     args = parser.parse_args(argv)
     scale = 4 if args.quick else 1
     args.rounds, args.repeats = (2, 2) if args.quick else (7, 5)
@@ -262,10 +259,9 @@ def main(argv=None) -> int:
     info.update(quick=args.quick, rounds=args.rounds, repeats=args.repeats,
                 elapsed_s=elapsed, load_end=[round(x, 2) for x in os.getloadavg()])  # fmt: skip
     text = markdown(bench.rows, peer, info, elapsed)
-    path = common.write_result("masked", dict(rows=bench.rows, peer=peer), info, out=args.out,
+    common.write_result("masked", dict(rows=bench.rows, peer=peer), info, out=args.out,
                                markdown=text, quick=args.quick)  # fmt: skip
     print(text)
-    print(f"wrote {path}")
     return 0 if all(math.isfinite(r["ratio"]) for r in bench.rows) else 1
 
 

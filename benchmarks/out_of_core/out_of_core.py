@@ -18,7 +18,6 @@ Writes ``benchmarks/results/<date>_<machine>_out_of_core.json`` and ``.md`` (or
 
 from __future__ import annotations
 
-import argparse
 import resource
 import shutil
 import subprocess
@@ -95,14 +94,12 @@ def report(args, row: dict, info: dict) -> str:
 
 def main(argv=None) -> int:
     """Write the inputs, run the command, check it, report; 1 if it failed or differs."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, "out_of_core", quick="--planes 8 --size 1024")
     parser.add_argument("--planes", type=int, default=128)
     parser.add_argument("--size", type=int, default=2048)
     parser.add_argument("--backend", default="numba")
-    parser.add_argument("--quick", action="store_true", help="--planes 8 --size 1024")
     parser.add_argument("--workdir", help="where to put the data (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the data afterwards")
-    parser.add_argument("--out", help="JSON path (default: results/)")
     args = parser.parse_args(argv)
     if args.quick:
         args.planes, args.size = 8, 1024
@@ -132,9 +129,8 @@ def main(argv=None) -> int:
                inputs_s=made, backend=args.backend)  # fmt: skip
     text = report(args, row, info)
     print(text)
-    path = common.write_result("out_of_core", row, info, out=args.out, markdown=text,
+    common.write_result("out_of_core", row, info, out=args.out, markdown=text,
                                quick=args.quick)  # fmt: skip
-    print(f"wrote {path}")
     return 0 if worst <= 1e-5 * 1000 else 1
 
 

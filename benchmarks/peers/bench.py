@@ -440,7 +440,6 @@ def main(argv: list[str] | None = None) -> int:
     rows, memory = run_cases(args, names, cases, precisions, write)
     print(report_text(args, info, profile, case_text, rows, memory, evaluate_targets(rows)))
     write(rows, memory, complete=True)
-    log(f"wrote {args.out}")
     return 0
 
 

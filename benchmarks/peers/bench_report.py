@@ -226,4 +226,4 @@ def write_json(args, info, profile, case_text, rows, memory, complete: bool) -> 
         "targets": targets,
     }
     text = report_text(args, info, profile, case_text, rows, memory, targets) if complete else None
-    common.write_result("bench", payload, info, out=args.out, markdown=text)
+    common.write_result("bench", payload, info, out=args.out, markdown=text, quiet=not complete)

@@ -19,7 +19,6 @@ Writes ``benchmarks/results/<date>_<machine>_cold_start.json`` (or ``--out``;
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -72,9 +71,7 @@ def first_click_at_once() -> dict | None:
 
 def main(argv=None) -> int:
     """The three parts (``--quick``: the first); print them and write the result."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="only the ten varied calls")
-    parser.add_argument("--out", help="JSON path (default: results/)")
+    parser = common.parser(__doc__, "cold_start", quick="only the ten varied calls")
     args = parser.parse_args(argv)
     info = common.machine()
     with tempfile.TemporaryDirectory() as cache:
@@ -93,8 +90,7 @@ def main(argv=None) -> int:
         for case, got in (clicks or {}).items():
             print(f"first click in napari on {case}, at once, empty cache: {got['click']:.2f} s "
                   f"({got['status']})")  # fmt: skip
-    path = common.write_result("cold_start", result, info, out=args.out, quick=args.quick)
-    print(f"wrote {path}")
+    common.write_result("cold_start", result, info, out=args.out, quick=args.quick)
     return 0
 
 

@@ -15,7 +15,6 @@ with that cache filled (warm).  Prints a markdown table and writes
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -123,14 +122,11 @@ def table(results: list[dict]) -> str:
 
 def main(argv=None) -> int:
     """Every backend and case, cold then warm, ``--repeats`` times; write the result."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, "first_call", quick="the float32 global blur on Numba, once")
     parser.add_argument("--backends", nargs="+", default=["numba", "jax"])
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--quick", action="store_true",
-                        help="the float32 global blur on Numba, once")  # fmt: skip
     parser.add_argument("--src", help="a source tree to import napari_varblur from")
-    parser.add_argument("--out", help="JSON path (default: results/)")
     args = parser.parse_args(argv)
     if args.quick:
         args.backends, args.cases, args.repeats = ["numba"], ["global f32 256²"], 1
@@ -150,9 +146,8 @@ def main(argv=None) -> int:
                   flush=True)  # fmt: skip
     text = table(results)
     print(text)
-    path = common.write_result("first_call", {"src": args.src, "results": results}, info,
+    common.write_result("first_call", {"src": args.src, "results": results}, info,
                                out=args.out, markdown=text + "\n", quick=args.quick)  # fmt: skip
-    print(f"wrote {path}")
     return 0
 
 

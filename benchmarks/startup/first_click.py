@@ -16,7 +16,6 @@ Writes ``benchmarks/results/<date>_<machine>_first_click.json`` (or ``--out``).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -97,11 +96,10 @@ def runs_of(case: str, delay: float, args) -> list[dict]:
 
 def main(argv=None) -> int:
     """Every case and delay; print the table and write the result."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common.parser(__doc__, "first_click")
     parser.add_argument("--cases", nargs="+", default=["global", "map"])
     parser.add_argument("--delays", nargs="+", type=float, default=[0.0, 5.0, 15.0])
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--out", help="JSON path (default: results/)")
     args = parser.parse_args(argv)
     info = common.machine()
     results, rows = [], []
@@ -120,9 +118,8 @@ def main(argv=None) -> int:
             "longest pause (s)"]  # fmt: skip
     text = "\n".join(common.md_table(head, rows)) + "\n"
     print(text)
-    path = common.write_result("first_click", {"results": results}, info, out=args.out,
+    common.write_result("first_click", {"results": results}, info, out=args.out,
                                markdown=text)  # fmt: skip
-    print(f"wrote {path}")
     return 0
 
 
