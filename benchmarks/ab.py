@@ -10,9 +10,9 @@ per-axis map.
 Get the base tree as a git worktree of the commit to compare with, then run::
 
     git worktree add --detach /tmp/base <commit>        # once; its src is the base
-    .venv/bin/python benchmarks/ab.py --base /tmp/base/src --head src
-    .venv/bin/python benchmarks/ab.py --base-rev main --head src --out benchmarks/ab.json
-    .venv/bin/python benchmarks/ab.py --base src --head src --quick --rounds 1 --repeats 2
+    python benchmarks/ab.py --base /tmp/base/src --head src
+    python benchmarks/ab.py --base-rev main --head src
+    python benchmarks/ab.py --base src --head src --quick --rounds 1 --repeats 2
 
 ``--base-rev REV`` does ``git -C <repo> worktree add --detach /tmp/ab-base-REV REV``
 when that folder is missing (and refuses a folder left at another commit: remove it with
@@ -31,20 +31,19 @@ head / base and each side's spread (min-max of its worker medians, and that widt
 relative to the median) to judge the noise by.  A note lists cases whose outputs differ
 between the trees (float64 sum and NaN count of the warm-up result).
 
-Prints a markdown table with the machine, date and the trees' commits; ``--out`` also
-writes JSON.  ``--quick`` shrinks every case to run in seconds (and skips the 4096x4096
-global blur).
+Prints a markdown table with the machine, date and the trees' commits, and writes it
+with the JSON to ``benchmarks/results/<date>_<machine>_ab.json`` and ``.md`` (or
+``--out``; ``--quick``: ``results/quick/``).  ``--quick`` shrinks every case to run in
+seconds (and skips the 4096x4096 global blur).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import json
 import math
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -53,10 +52,10 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import common  # next to this file; it imports no napari_varblur
 import numpy as np
 
 SCRIPT = Path(__file__).resolve()
@@ -90,7 +89,9 @@ def random_image(rng: np.random.Generator, shape: Shape, nan_share: float = 0.0)
 
 def grids(shape: Shape) -> list[np.ndarray]:
     """Each axis's index as a fraction in [0, 1], broadcastable to ``shape``."""
-    return [g / max(n - 1, 1) for g, n in zip(np.ogrid[tuple(map(slice, shape))], shape)]
+    return [
+        g / max(n - 1, 1) for g, n in zip(np.ogrid[tuple(map(slice, shape))], shape, strict=True)
+    ]
 
 
 def uniform_map(rng: np.random.Generator, shape: Shape) -> np.ndarray:
@@ -367,41 +368,15 @@ def base_worktree(rev: str) -> Path:
 
 
 def tree_info(tree: Path) -> dict:
-    """The tree's path and, for a git checkout, its commit and whether it is edited."""
-    info: dict[str, Any] = dict(path=str(tree))
-    try:
-        info["commit"], info["subject"] = git(tree, "log", "-1", "--format=%H%n%s").split("\n", 1)
-        info["dirty"] = bool(git(tree, "status", "--porcelain", "--", "."))
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return info
+    """The tree's path and, for a git checkout, its commit, subject and whether it is
+    edited."""
+    return dict(path=str(tree), **common.git_info(tree))
 
 
 def machine() -> dict:
-    """CPU model, cores, load, date and the versions of the main dependencies."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        models = [
-            s for s in Path("/proc/cpuinfo").read_text().splitlines() if s.startswith("model name")
-        ]
-        cpu = models[0].split(":", 1)[1].strip() if models else cpu
-    except OSError:
-        pass
-    versions = {}
-    for name in ("numpy", "numba", "jax", "dask"):
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return dict(
-        cpu=cpu,
-        cores=os.cpu_count(),
-        usable_cores=len(os.sched_getaffinity(0)),
-        load=os.getloadavg(),
-        python=platform.python_version(),
-        versions=versions,
-        date=datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-    )
+    """CPU model, cores, load, date and the versions of the main dependencies (the
+    parent imports no napari_varblur: the trees are the workers')."""
+    return common.machine(package=False, threads=False)
 
 
 def side_summary(results: list[dict]) -> dict | None:
@@ -463,22 +438,14 @@ def spread(side: dict | None) -> str:
 
 def table(rows: list[dict]) -> list[str]:
     """The markdown table, one line per case."""
-    lines = [
-        "| case | base s | head s | head/base | base spread | head spread |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for row in rows:
-        b, h, r = row["base"], row["head"], row["ratio"]
-        cells = [
-            row["label"],
-            seconds(b),
-            seconds(h),
-            f"{r:.3f}" if r else "-",
-            spread(b),
-            spread(h),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+    head = ["case", "base s", "head s", "head/base", "base spread", "head spread"]
+    cells = [
+        [row["label"], seconds(row["base"]), seconds(row["head"]),
+         f"{row['ratio']:.3f}" if row["ratio"] else "-", spread(row["base"]),
+         spread(row["head"])]
+        for row in rows
+    ]  # fmt: skip
+    return common.md_table(head, cells, "lrrrrr")
 
 
 def notes(rows: list[dict]) -> list[str]:
@@ -509,14 +476,11 @@ def describe(tree: dict) -> str:
 def preamble(report: dict) -> list[str]:
     """Title, machine, the two trees and the settings, above the table."""
     m, s = report["machine"], report["settings"]
-    load = ", ".join(f"{x:.2f}" for x in m["load"])
-    versions = ", ".join(f"{k} {v}" for k, v in m["versions"].items())
     quick = ", quick sizes" if s["quick"] else ""
     return [
         f"# A/B: head vs base ({m['date']})",
         "",
-        f"{m['cpu']}, {m['cores']} cores ({m['usable_cores']} usable), load {load}; "
-        f"Python {m['python']}, {versions}.",
+        f"{common.describe_machine(m)}.",
         "",
         *(f"- {side}: {describe(tree)}" for side, tree in report["trees"].items()),
         "",
@@ -546,7 +510,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     p.add_argument("--cases", help="comma-separated case numbers (default: all)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per worker")
-    p.add_argument("--out", type=Path, help="also write the results as JSON here")
+    p.add_argument("--out", type=Path, help="JSON path (default: results/); .md next to it")
     p.add_argument("--worker", metavar="CASE", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if not args.worker and (args.base is None) == (args.base_rev is None):
@@ -587,9 +551,10 @@ def main(argv: list[str] | None = None) -> int:
         rows=summarize(cases, results, args.quick),
         elapsed_s=time.perf_counter() - start,
     )
-    print(markdown(report))
-    if args.out:
-        args.out.write_text(json.dumps(report, indent=1) + "\n")
+    text = markdown(report)
+    print(text)
+    payload = {k: v for k, v in report.items() if k != "machine"}
+    common.write_result("ab", payload, info, out=args.out, markdown=text + "\n", quick=args.quick)
     return 1 if any(row["errors"] for row in report["rows"]) else 0
 
 

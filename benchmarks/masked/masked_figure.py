@@ -8,20 +8,23 @@ nan_policy="propagate")`` (every NaN spreads over its window: the holes grow), a
 ``gaussian_blur(..., nan_policy="omit", mask=region_mask)`` (dead pixels and the disk
 are filled from their valid neighbours; pixels with no valid tap in reach stay NaN).
 
-    .venv/bin/python benchmarks/masked_figure.py [--out PATH] [--sigma 3]
+    python benchmarks/masked/masked_figure.py [--out PATH] [--sigma 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
+
+import common
+
 from napari_varblur import gaussian_blur
 from napari_varblur.sample import fluorescence_sample
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def data(size: int = 512, seed: int = 0, dead: float = 0.001):
@@ -39,13 +42,17 @@ def data(size: int = 512, seed: int = 0, dead: float = 0.001):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(ROOT / "docs" / "images" / "masked_blur.png"))
+    parser.add_argument("--out", default=str(common.IMAGES / "masked_blur.png"))
     parser.add_argument("--sigma", type=float, default=3.0)
     parser.add_argument("--size", type=int, default=512)
     parser.add_argument("--dead", type=float, default=0.001, help="fraction of NaN pixels")
     args = parser.parse_args(argv)
 
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib is not installed (pip install -e '.[bench]')", file=sys.stderr)
+        return 1
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -67,7 +74,7 @@ def main(argv=None) -> int:
                   f"holes filled, {np.isnan(omitted).mean():.1%} NaN (no valid tap in reach)"),
     ]  # fmt: skip
     fig, axes = plt.subplots(1, 3, figsize=(12, 4.7), layout="constrained")
-    for ax, (img, title) in zip(axes, panels):
+    for ax, (img, title) in zip(axes, panels, strict=True):
         ax.imshow(np.ma.masked_invalid(img), cmap=cmap, vmin=vmin, vmax=vmax,
                   interpolation="nearest")  # fmt: skip
         ax.add_patch(plt.Circle((cx, cy), r, fill=False, color="orange", lw=1, ls="--"))

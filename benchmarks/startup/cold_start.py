@@ -10,7 +10,11 @@
    widget (``first_click.py``; needs a display, e.g. ``xvfb-run -a``); skipped without
    napari or a display.
 
-    python benchmarks/cold_start.py                  # about 2 minutes on 2 cores
+    xvfb-run -a python benchmarks/startup/cold_start.py   # about 2 minutes on 2 cores
+    python benchmarks/startup/cold_start.py --quick       # part 1 only, under a minute
+
+Writes ``benchmarks/results/<date>_<machine>_cold_start.json`` (or ``--out``;
+``--quick``: ``results/quick/``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
+
+import common
 from first_call import measure
 
 CALLS = """
@@ -39,6 +47,7 @@ for i, m in enumerate(maps):
 
 
 def run(cache: str) -> float:
+    """Wall seconds of the ten calls in a fresh process with ``cache`` as Numba's cache."""
     env = {**os.environ, "NUMBA_CACHE_DIR": cache}
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", CALLS], check=True, env=env)
@@ -60,21 +69,30 @@ def first_click_at_once() -> dict | None:
     return {"map": mapped, "global": plain}
 
 
-def main() -> None:
+def main(argv=None) -> int:
+    """The three parts (``--quick``: the first); print them and write the result."""
+    parser = common.parser(__doc__, "cold_start", quick="only the ten varied calls")
+    args = parser.parse_args(argv)
+    info = common.machine()
     with tempfile.TemporaryDirectory() as cache:
         cold, warm = run(cache), run(cache)
     print(f"10 varied sigma-map calls in a fresh process: cold {cold:.1f} s, warm {warm:.1f} s")
-    for case in ("map f32 256²", "global f64 256²"):
-        got = measure("numba", case, None)["cold"]
-        print(f"import + first {case}, empty cache: {got['import'] + got['first']:.2f} s")
-    clicks = first_click_at_once()
-    if clicks is None:
-        print("first click in napari: skipped (no display; run under xvfb-run -a)")
-        return
-    for case, got in clicks.items():
-        print(f"first click in napari on {case}, at once, empty cache: {got['click']:.2f} s "
-              f"({got['status']})")  # fmt: skip
+    result: dict = {"varied_calls": {"cold_s": cold, "warm_s": warm}}
+    if not args.quick:
+        result["first_call"] = {}
+        for case in ("map f32 256²", "global f64 256²"):
+            got = measure("numba", case, None)["cold"]
+            result["first_call"][case] = got
+            print(f"import + first {case}, empty cache: {got['import'] + got['first']:.2f} s")
+        result["first_click"] = clicks = first_click_at_once()
+        if clicks is None:
+            print("first click in napari: skipped (no display; run under xvfb-run -a)")
+        for case, got in (clicks or {}).items():
+            print(f"first click in napari on {case}, at once, empty cache: {got['click']:.2f} s "
+                  f"({got['status']})")  # fmt: skip
+    common.write_result("cold_start", result, info, out=args.out, quick=args.quick)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -8,13 +8,14 @@ viewer, and the longest pause of the Qt event loop while it waits (a timer ticki
 every 10 ms: how frozen the window looks).  Issue 20's target: <= 3 s (must <= 8 s)
 on 2 cores.  Needs a display (on a headless machine: ``xvfb-run -a python ...``).
 
-    python benchmarks/first_click.py                 # about 3 minutes on 2 cores
-    python benchmarks/first_click.py --delays 0 --cases map --repeats 1
+    xvfb-run -a python benchmarks/startup/first_click.py      # about 3 minutes on 2 cores
+    xvfb-run -a python benchmarks/startup/first_click.py --delays 0 --cases map
+
+Writes ``benchmarks/results/<date>_<machine>_first_click.json`` (or ``--out``).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -23,7 +24,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
+
+import common
 
 CHILD = """
 import json, time
@@ -69,6 +72,7 @@ viewer.close()
 
 
 def child(case: str, delay: float, cache: str) -> dict:
+    """One fresh napari process: the click's time, the dock's and the longest pause."""
     env = {**os.environ, "NUMBA_CACHE_DIR": cache, "JAX_PLATFORMS": "cpu"}
     env.pop("NAPARI_VARBLUR_NO_WARMUP", None)
     code = CHILD.format(case=case, delay=delay)
@@ -78,36 +82,46 @@ def child(case: str, delay: float, cache: str) -> dict:
     return json.loads(line[7:])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def runs_of(case: str, delay: float, args) -> list[dict]:
+    """``--repeats`` cold runs (empty cache), each followed by a warm one at the first
+    delay."""
+    runs = []
+    for _ in range(args.repeats):
+        with tempfile.TemporaryDirectory() as cache:
+            runs.append({"cold": child(case, delay, cache)})
+            if delay == args.delays[0]:
+                runs[-1]["warm"] = child(case, delay, cache)
+    return runs
+
+
+def main(argv=None) -> int:
+    """Every case and delay; print the table and write the result."""
+    parser = common.parser(__doc__, "first_click")
     parser.add_argument("--cases", nargs="+", default=["global", "map"])
     parser.add_argument("--delays", nargs="+", type=float, default=[0.0, 5.0, 15.0])
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--out", default=str(HERE / "first_click.json"))
-    args = parser.parse_args()
-    results = []
-    rows = ["| click on | cache | delay after docking (s) | click to result (s) | "
-            "longest pause (s) |", "|---|---|---|---|---|"]  # fmt: skip
+    args = parser.parse_args(argv)
+    info = common.machine()
+    results, rows = [], []
     for case in args.cases:
         for delay in args.delays:
-            runs = []
-            for _ in range(args.repeats):
-                with tempfile.TemporaryDirectory() as cache:
-                    runs.append({"cold": child(case, delay, cache)})
-                    if delay == args.delays[0]:
-                        runs[-1]["warm"] = child(case, delay, cache)
+            runs = runs_of(case, delay, args)
             results.append({"case": case, "delay": delay, "runs": runs})
             for state in ("cold", "warm"):
                 got = [r[state] for r in runs if state in r]
                 if got:
                     click = statistics.median(g["click"] for g in got)
                     pause = statistics.median(g["longest_pause"] for g in got)
-                    rows.append(f"| {case} | {state} | {delay:g} | {click:.2f} | {pause:.2f} |")
+                    rows.append([case, state, f"{delay:g}", f"{click:.2f}", f"{pause:.2f}"])
                     print(rows[-1], flush=True)
-    print("\n".join(rows))
-    meta = {"python": sys.version.split()[0], "cpus": os.cpu_count()}
-    Path(args.out).write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
+    head = ["click on", "cache", "delay after docking (s)", "click to result (s)",
+            "longest pause (s)"]  # fmt: skip
+    text = "\n".join(common.md_table(head, rows)) + "\n"
+    print(text)
+    common.write_result("first_click", {"results": results}, info, out=args.out,
+                               markdown=text)  # fmt: skip
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

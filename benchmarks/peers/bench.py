@@ -4,10 +4,10 @@ One command times every implementation side by side in one process, prints a mar
 table (with the machine and date on top, and the performance targets below) and writes
 the same numbers as JSON::
 
-    python benchmarks/bench.py                      # full sizes (minutes)
-    python benchmarks/bench.py --quick              # small sizes, under 2 minutes
-    python benchmarks/bench.py --cases G2,V2 --precisions float32 --out results.json
-    python benchmarks/bench.py --gpu                # JAX only, GPU sizes (see gpu_check.sh)
+    python benchmarks/peers/bench.py                # full sizes (about 10 minutes)
+    python benchmarks/peers/bench.py --quick        # small sizes, under 2 minutes
+    python benchmarks/peers/bench.py --cases G2,V2 --precisions float32 --out /tmp/x.json
+    python benchmarks/peers/bench.py --gpu          # JAX only, GPU sizes (gpu/gpu_check.sh)
 
 Cases (random data from ``np.random.default_rng(0)``):
 
@@ -23,9 +23,11 @@ Every timed row is the median of ``--repeats`` calls after one warm-up call, who
 is reported separately as "first s" (it includes compilation or cache loading).
 
 The code is split over four files next to this one: ``cases.py`` (the problems, their
-data and float64 references), ``peers.py`` (the implementations that are timed),
-``report.py`` (machine info, table, targets, markdown report and JSON) and this file
-(timing, peak memory and latency subprocesses, the command line).
+data and float64 references), ``impls.py`` (the implementations that are timed),
+``bench_report.py`` (table, targets, markdown report and result file) and this file
+(timing, peak memory and latency subprocesses, the command line).  Results go to
+``benchmarks/results/<date>_<machine>_bench.json`` (``bench_gpu`` with ``--gpu``) and
+the markdown report next to it; ``--quick`` runs to ``results/quick/``.
 """
 
 from __future__ import annotations
@@ -37,16 +39,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-# seed_naive.py and the cases, peers and report modules live next to this file.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
 
+from bench_report import Row, evaluate_targets, machine_info, report_text, write_json
 from cases import (
     TOLERANCE,
     Case,
@@ -56,25 +55,10 @@ from cases import (
     reference,
     sub_problem,
 )
-from peers import Impl, make_impls
-from report import Row, evaluate_targets, machine_info, print_report, write_json
-
-HERE = Path(__file__).resolve().parent
-
+from common import log, result_path, timed
+from impls import Impl, make_impls
 
 # --------------------------------------------------------------------------- measuring
-
-
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    """Seconds taken by ``fn()`` and its result."""
-    t0 = time.perf_counter()
-    result = fn()
-    return time.perf_counter() - t0, result
-
-
-def log(message: str) -> None:
-    """Progress on stderr, so that stdout is only the report."""
-    print(message, file=sys.stderr, flush=True)
 
 
 def max_diff(result: np.ndarray, ref: np.ndarray) -> float:
@@ -385,15 +369,42 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="full",
         help="with --gpu: 'small' (512x512, 64x64x32) to try the GPU path on a CPU",
     )
-    parser.add_argument("--out", type=Path, help="JSON output (default benchmarks/results.json)")
+    parser.add_argument(
+        "--out", type=Path, help="JSON output (default results/<date>_<machine>_bench.json)"
+    )
     args = parser.parse_args(argv)
     if args.repeats is None:
         args.repeats = 3 if args.quick else 5
     if args.repeats < 1:
         parser.error("--repeats: must be at least 1")
-    if args.out is None:
-        args.out = HERE / ("results_gpu.json" if args.gpu else "results.json")
     return args
+
+
+def run_cases(args, names: list[str], cases: dict, precisions: list[str], write) -> tuple:
+    """Every case in every precision it has (the latency case ``L`` once), with the
+    Numba call's peak memory for G2 and V2; ``write(rows, memory)`` after each case."""
+    rows: list[Row] = []
+    memory: list[dict] = []
+    for name in names:
+        if name == "L":
+            rows += latency_rows()
+            write(rows, memory)
+            continue
+        case = cases[name]
+        for precision in (p for p in precisions if p in case.precisions):
+            log(f"{case.name} {precision}: {case.describe()}")
+            case_rows = run_case(case, precision, args)
+            if name in ("G2", "V2") and not args.gpu and not args.no_memory:
+                log("    numba peak memory (subprocess) ...")
+                mem = peak_memory(case, precision)
+                if mem:
+                    memory.append(mem)
+                    for r in case_rows:
+                        if r.implementation == "numba":
+                            r.peak_mem_x_image = mem["extra_x_image"]
+            rows += case_rows
+        write(rows, memory)
+    return rows, memory
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -418,31 +429,17 @@ def main(argv: list[str] | None = None) -> int:
     case_text = {n: cases[n].describe() if n in cases else LATENCY_TEXT for n in names}
 
     info = machine_info()
+    if args.out is None:
+        name = "bench_gpu" if args.gpu else "bench"
+        args.out = result_path(name, info, quick=args.quick or args.gpu_sizes == "small")
     log(f"napari_varblur benchmark ({profile} sizes), {info['date']}")
-    rows: list[Row] = []
-    memory: list[dict] = []
-    for name in names:
-        if name == "L":
-            rows += latency_rows()
-        else:
-            case = cases[name]
-            for precision in (p for p in precisions if p in case.precisions):
-                log(f"{case.name} {precision}: {case.describe()}")
-                case_rows = run_case(case, precision, args)
-                if name in ("G2", "V2") and not args.gpu and not args.no_memory:
-                    log("    numba peak memory (subprocess) ...")
-                    mem = peak_memory(case, precision)
-                    if mem:
-                        memory.append(mem)
-                        for r in case_rows:
-                            if r.implementation == "numba":
-                                r.peak_mem_x_image = mem["extra_x_image"]
-                rows += case_rows
-        write_json(args, info, profile, case_text, rows, memory, complete=False)
 
-    print_report(args, info, profile, case_text, rows, memory, evaluate_targets(rows))
-    write_json(args, info, profile, case_text, rows, memory, complete=True)
-    log(f"wrote {args.out}")
+    def write(rows, memory, complete=False):
+        write_json(args, info, profile, case_text, rows, memory, complete=complete)
+
+    rows, memory = run_cases(args, names, cases, precisions, write)
+    print(report_text(args, info, profile, case_text, rows, memory, evaluate_targets(rows)))
+    write(rows, memory, complete=True)
     return 0
 
 

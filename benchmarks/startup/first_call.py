@@ -4,16 +4,17 @@ Six calls (float32 and float64 global blur 256², float32 sigma map 256², float
 masked global blur, a tolerance map on a tilted ramp 512²), on the Numba and the JAX backend,
 each in a new process with an empty ``NUMBA_CACHE_DIR`` (cold), then in another process
 with that cache filled (warm).  Prints a markdown table and writes
-``benchmarks/first_call.json``.  Issue 20: the first Numba blur took 25-27 s.
+``benchmarks/results/<date>_<machine>_first_call.json`` (or ``--out``; ``--quick``:
+``results/quick/``).  Issue 20: the first Numba blur took 25-27 s.
 
-    python benchmarks/first_call.py                  # about 5 minutes on 2 cores
-    python benchmarks/first_call.py --repeats 3 --backends numba
-    python benchmarks/first_call.py --src /tmp/old/src --out /tmp/old.json  # another tree
+    python benchmarks/startup/first_call.py              # about 5 minutes on 2 cores
+    python benchmarks/startup/first_call.py --quick      # one Numba call, once: 20 s
+    python benchmarks/startup/first_call.py --repeats 3 --backends numba
+    python benchmarks/startup/first_call.py --src /tmp/old/src --out /tmp/old.json
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -23,7 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
+
+import common
 
 #: name -> the first call (``np``, ``gaussian_blur``, ``rng`` and ``backend`` are set).
 CASES = {
@@ -53,24 +56,27 @@ CASES = {
 #: warm-up's time is left out, as it runs while the user sets up the call.
 WARMED = "map f32 256² after warm-up"
 CASES[WARMED] = CASES["map f32 256²"]
-SETUP = {WARMED: "from napari_varblur import warmup; warmup.warm_up()"}
+SETUP = {WARMED: "internals.warm_up()"}
 
 #: Run in the child: import, the first call, the same call again; one JSON line.
+#: ``internals`` (benchmarks/) counts the compilations and runs the warm-up.
 CHILD = """
-import json, time
+import json, sys, time
 t0 = time.perf_counter()
 import numpy as np
 import napari_varblur
-from napari_varblur import backends, gaussian_blur
+from napari_varblur import gaussian_blur
 t1 = time.perf_counter()
+sys.path.insert(1, {bench!r})
+import internals
 backend = {backend!r}
 rng = np.random.default_rng(0)
 {setup}
-compiled = backends.compiles(backend)
+compiled = internals.compile_count(backend)
 t2 = time.perf_counter()
 {call}
 t3 = time.perf_counter()
-compiled = backends.compiles(backend) - compiled
+compiled = internals.compile_count(backend) - compiled
 rng = np.random.default_rng(0)
 {call}
 t4 = time.perf_counter()
@@ -84,7 +90,8 @@ def child(backend: str, case: str, cache: str, src: str | None) -> dict:
     env = {**os.environ, "NUMBA_CACHE_DIR": cache, "JAX_PLATFORMS": "cpu"}
     if src:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
-    code = CHILD.format(backend=backend, call=CASES[case], setup=SETUP.get(case, ""))
+    code = CHILD.format(backend=backend, call=CASES[case], setup=SETUP.get(case, ""),
+                        bench=str(common.BENCH))  # fmt: skip
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code], env=env, check=True,
                           capture_output=True, text=True)  # fmt: skip
@@ -101,28 +108,29 @@ def measure(backend: str, case: str, src: str | None) -> dict:
 
 def table(results: list[dict]) -> str:
     """Markdown: the median import + first call per case, cold and warm, and the spread."""
-    rows = [
-        "| backend | call | cold: import + first call (s) | warm | second call (s) |",
-        "|---|---|---|---|---|",
-    ]
+    rows = []
     for r in results:
         cells = []
         for state in ("cold", "warm"):
             runs = [x[state]["import"] + x[state]["first"] for x in r["runs"]]
             cells.append(f"{statistics.median(runs):.2f} ({min(runs):.2f}-{max(runs):.2f})")
         again = statistics.median(x["warm"]["again"] for x in r["runs"])
-        rows.append(f"| {r['backend']} | {r['case']} | {cells[0]} | {cells[1]} | {again:.3f} |")
-    return "\n".join(rows)
+        rows.append([r["backend"], r["case"], *cells, f"{again:.3f}"])
+    head = ["backend", "call", "cold: import + first call (s)", "warm", "second call (s)"]
+    return "\n".join(common.md_table(head, rows))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> int:
+    """Every backend and case, cold then warm, ``--repeats`` times; write the result."""
+    parser = common.parser(__doc__, "first_call", quick="the float32 global blur on Numba, once")
     parser.add_argument("--backends", nargs="+", default=["numba", "jax"])
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--src", help="a source tree to import napari_varblur from")
-    parser.add_argument("--out", default=str(HERE / "first_call.json"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.backends, args.cases, args.repeats = ["numba"], ["global f32 256²"], 1
+    info = common.machine(package=not args.src)
     results = []
     for backend in args.backends:
         for case in args.cases:
@@ -138,9 +146,10 @@ def main() -> None:
                   flush=True)  # fmt: skip
     text = table(results)
     print(text)
-    meta = {"python": sys.version.split()[0], "cpus": os.cpu_count(), "src": args.src}
-    Path(args.out).write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
+    common.write_result("first_call", {"src": args.src, "results": results}, info,
+                               out=args.out, markdown=text + "\n", quick=args.quick)  # fmt: skip
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -21,16 +21,17 @@ As a peer for accuracy, the obvious hand-made method: for each 16x16 tile, the g
 sigma (a grid of 0.02 steps, scipy.ndimage.gaussian_filter, reflect mode) whose blur of
 ``sharp`` best matches ``blurred`` in that tile, on case a).
 
-    .venv/bin/python benchmarks/fit.py          # about 3 minutes on 2 cores
-    .venv/bin/python benchmarks/fit.py --quick  # case a) only
+    python benchmarks/fit/fit.py          # about 3 minutes on 2 cores
+    python benchmarks/fit/fit.py --quick  # case a) only, no figure
 
-Writes ``benchmarks/fit.json``, ``benchmarks/fit.md`` and the figure
-``docs/images/fit_sigma_map.png`` (matplotlib, in the ``bench`` extra).
+Writes ``benchmarks/results/<date>_<machine>_fit.json`` and ``.md`` (``--quick``:
+``results/quick/``) and the figure ``docs/images/fit_sigma_map.png`` (matplotlib, in
+the ``bench`` extra).  ``fit.py --case 2d`` runs one case in this process and prints
+it as one JSON line (``gpu/gpu_check.sh`` uses it).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -39,7 +40,11 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
+
+import common
+from common import md_table
+
 BORDER = 4
 CASES = {
     "2d": dict(shape=(112, 136), fit=dict(max_sigma=4.0)),
@@ -144,7 +149,7 @@ def figure(path: Path) -> None:
         ("residual", fit.residual, "RdBu_r", (-0.04, 0.04)),
     ]
     fig, axes = plt.subplots(2, 3, figsize=(10.5, 6.2), constrained_layout=True)
-    for ax, (title, data, cmap, limits) in zip(axes.ravel(), panels):
+    for ax, (title, data, cmap, limits) in zip(axes.ravel(), panels, strict=True):
         vmin, vmax = limits or (None, None)
         shown = ax.imshow(data, cmap=cmap, vmin=vmin, vmax=vmax)
         ax.set_title(title)
@@ -157,50 +162,39 @@ def figure(path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def markdown(rows: list[dict], peer: dict, info: str) -> str:
-    lines = [
-        "# fit_sigma_map: accuracy and time",
-        "",
-        info,
-        "",
-        "| case | shape | settings | median rel. error | RMS | worst | observable | "
-        "error / stderr (RMS) | noise est. / true | steps | first fit (s) | "
-        "second fit (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+def markdown(rows: list[dict], peer: dict, info: dict) -> str:
+    """The report: one line per case, the peer and the goal."""
+    table = []
     for r in rows:
         settings = ", ".join(f"{k}={v}" for k, v in r["settings"].items())
-        lines.append(
-            f"| {r['case']} | {'x'.join(map(str, r['shape']))} | {settings} | "
-            f"{100 * r['median']:.2f}% | {100 * r['rms']:.2f}% | {100 * r['worst']:.1f}% | "
-            f"{100 * r['observable']:.1f}% | {r['z_rms']:.2f} | "
-            f"{r['noise']:.4f} / {r['true_noise']:.4f} | {r['steps']} | "
-            f"{r['first_fit_s']:.1f} | {r['second_fit_s']:.2f} |"
-        )
-    lines += [
-        "",
+        table.append([
+            r["case"], "x".join(map(str, r["shape"])), settings, f"{100 * r['median']:.2f}%",
+            f"{100 * r['rms']:.2f}%", f"{100 * r['worst']:.1f}%", f"{100 * r['observable']:.1f}%",
+            f"{r['z_rms']:.2f}", f"{r['noise']:.4f} / {r['true_noise']:.4f}", r["steps"],
+            f"{r['first_fit_s']:.1f}", f"{r['second_fit_s']:.2f}",
+        ])  # fmt: skip
+    head = ["case", "shape", "settings", "median rel. error", "RMS", "worst", "observable",
+            "error / stderr (RMS)", "noise est. / true", "steps", "first fit (s)",
+            "second fit (s)"]  # fmt: skip
+    return "\n".join([
+        "# fit_sigma_map: accuracy and time", "", f"Machine: {common.describe_machine(info)}.",
+        "", *md_table(head, table), "",
         f"Peer on case 2d, {peer['method']}: median {100 * peer['median']:.1f}%, RMS "
         f"{100 * peer['rms']:.1f}% ({peer['seconds']:.1f} s).",
-        "",
-        "Goal (case 2d): median <= 4%, RMS <= 8% away from a 4-pixel border, <= 60 s.",
-    ]
-    return "\n".join(lines) + "\n"
+        "", "Goal (case 2d): median <= 4%, RMS <= 8% away from a 4-pixel border, <= 60 s.",
+    ]) + "\n"  # fmt: skip
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="case 2d only")
-    parser.add_argument("--case", help=argparse.SUPPRESS)  # child process: one case
-    parser.add_argument("--out", default=str(HERE / "fit.json"))
-    parser.add_argument("--figure", default=str(HERE.parent / "docs/images/fit_sigma_map.png"))
+    """Every case in a fresh process, the peer, the result and the figure."""
+    parser = common.parser(__doc__, "fit", quick="case 2d only, no figure")
+    parser.add_argument("--case", help="run one case in this process; print it as JSON")
+    parser.add_argument("--figure", default=str(common.IMAGES / "fit_sigma_map.png"))
     args = parser.parse_args(argv)
     if args.case:
         print(json.dumps(run_case(args.case)))
         return 0
-    sys.path.insert(0, str(HERE))
-    from sweep import machine
-
-    info = machine()
+    info = common.machine()
     rows = []
     for name in ["2d"] if args.quick else list(CASES):
         child = subprocess.run([sys.executable, __file__, "--case", name], check=True,
@@ -208,15 +202,15 @@ def main(argv=None) -> int:
         rows.append(json.loads(child.stdout.strip().splitlines()[-1]))
         print(rows[-1], flush=True)
     peer = tile_peer()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=HERE).stdout.strip()  # fmt: skip
-    where = f"{info['cpu']}, {info['threads']} threads, {info['date']}, commit {commit}"
-    text = markdown(rows, peer, f"Machine: {where}.")
-    out = Path(args.out)
-    out.write_text(json.dumps(dict(machine=info, commit=commit, rows=rows, peer=peer), indent=1))
-    out.with_suffix(".md").write_text(text)
+    text = markdown(rows, peer, info)
+    common.write_result("fit", dict(rows=rows, peer=peer), info, out=args.out,
+                               markdown=text, quick=args.quick)  # fmt: skip
     print(text)
-    figure(Path(args.figure))
+    if not args.quick:
+        try:
+            figure(Path(args.figure))
+        except ImportError:
+            print("matplotlib is not installed: no figure (pip install -e '.[bench]')")
     return 0
 
 

@@ -2,54 +2,41 @@
 
 Times, in one process on this machine, napari_varblur's Numba backend on sigma maps
 (the exact per-pixel gather, and the level walk at ``tolerance`` 1e-3 and 1e-4)
-against a global blur at the map's largest sigma (Numba, and OpenCV in 2-D), checks
-each tolerance result against the exact one, and measures the issue-9 targets: the
-3-D and 2-D tolerance speed-ups, a quantised map against one global blur, the peak
-memory of the tolerance mode, and global passes against OpenCV.
+against a global blur at the map's largest sigma (Numba, and OpenCV in 2-D when it is
+installed), checks each tolerance result against the exact one, and measures the
+issue-9 targets: the 3-D and 2-D tolerance speed-ups, a quantised map against one
+global blur, the peak memory of the tolerance mode, and global passes against OpenCV.
 
-    .venv/bin/python benchmarks/sweep.py            # about 5 minutes on 2 cores
-    .venv/bin/python benchmarks/sweep.py --quick    # small sizes, for a smoke test
+    python benchmarks/maps/sweep.py            # about 6 minutes on 2 cores
+    python benchmarks/maps/sweep.py --quick    # small sizes, for a smoke test
 
-Writes ``benchmarks/sweep.json`` and ``benchmarks/sweep.md``, and the plot
-``docs/images/sigma_sweep.png`` (needs matplotlib: ``pip install -e ".[bench]"``), with a
-panel of ``orientation.py``'s ratios by map orientation when ``--orientation`` (default
-``benchmarks/orientation_after_1thread.json``) exists; ``--replot`` redraws the plot
-from the JSON alone.
+Writes ``benchmarks/results/<date>_<machine>_sweep.json`` and ``.md`` (``--quick``:
+``results/quick/``), and the plot ``docs/images/sigma_sweep.png`` (needs matplotlib:
+``pip install -e ".[bench]"``), with a panel of ``orientation.py``'s ratios by map
+orientation from its latest result (``--orientation``); ``--replot`` redraws the plot
+from the JSON at ``--out`` alone.
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import json
 import math
-import platform
-import statistics
-import time
+import sys
 import tracemalloc
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common, internals
+
+import common
+import internals
+from common import md_table, median_time, timed
+
 from napari_varblur import gaussian_blur
-from napari_varblur.backends import load
-from napari_varblur.core.spec import BlurSpec
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 TOLERANCES = (1e-3, 1e-4)
-
-
-def timed(fn, repeats: int, summary=statistics.median) -> float:
-    """Seconds of ``repeats`` calls after one warm-up call (their median)."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return summary(times)
 
 
 def ramp_map(shape, low: float, high: float, tilt: float) -> np.ndarray:
@@ -61,13 +48,10 @@ def ramp_map(shape, low: float, high: float, tilt: float) -> np.ndarray:
 
 
 def exact_gather(image, sigma):
-    """The exact per-pixel gather (never the level walk), compiled before it is timed
-    (a warm-up call on a small corner)."""
-    corner = tuple(slice(0, 8) for _ in image.shape)
-    for x, s in ((image[corner], sigma[corner]), (image, sigma)):
-        start = time.perf_counter()
-        out = load("numba").gather(BlurSpec.from_args(x, s, backend="numba"))
-    return out, time.perf_counter() - start
+    """The exact per-pixel gather's result and seconds (never the level walk; compiled
+    on a small corner before it is timed)."""
+    seconds, out = timed(internals.exact_gather(image, sigma))
+    return out, seconds
 
 
 def sweep_rows(args) -> list[dict]:
@@ -78,14 +62,16 @@ def sweep_rows(args) -> list[dict]:
         for top in tops:
             sigma = ramp_map(shape, low, top, tilt)
             row = dict(dims=dims, shape=list(shape), sigma_min=low, sigma_max=top, tilt=tilt)
-            row["global_numba_s"] = timed(partial(gaussian_blur, image, top, backend="numba"), 3)
-            if dims == 2:
-                row["global_opencv_s"] = timed(partial(cv2_blur, image, top, "reflect"), 3)
+            row["global_numba_s"] = median_time(
+                partial(gaussian_blur, image, top, backend="numba"), 3
+            )
+            if dims == 2 and common.installed("cv2"):
+                row["global_opencv_s"] = median_time(partial(cv2_blur, image, top, "reflect"), 3)
             exact, row["exact_s"] = exact_gather(image, sigma)
             for tol in TOLERANCES:
                 out = gaussian_blur(image, sigma, tolerance=tol, backend="numba")
                 key = f"tol{tol:g}"
-                row[f"{key}_s"] = timed(
+                row[f"{key}_s"] = median_time(
                     partial(gaussian_blur, image, sigma, tolerance=tol, backend="numba"),
                     args.repeats,
                 )
@@ -117,46 +103,55 @@ def record(target: str, measured: float, goal: str, ok: bool, detail: str) -> di
     return row
 
 
-def target_rows(args) -> list[dict]:
-    """The issue's targets, each a ratio measured in this run."""
-    rng = np.random.default_rng(1)
-    out = []
+def tolerance_target(rng, name, shape, low, high, tilt, goal, aim=None) -> dict:
+    """Tolerance 1e-3 against the exact gather on a ramp map: ``>= goal`` times faster."""
+    image = rng.random(shape, dtype=np.float32)
+    sigma = ramp_map(shape, low, high, tilt)
+    _, exact_s = exact_gather(image, sigma)
+    tol_s = median_time(partial(gaussian_blur, image, sigma, tolerance=1e-3, backend="numba"), 3)
+    ratio = exact_s / tol_s
+    goal_text = f">= {goal}x" + (f" (aim {aim}x)" if aim else "")
+    detail = f"exact {exact_s:.3f} s, tolerance 1e-3 {tol_s:.4f} s"
+    return record(name, ratio, goal_text, ratio >= goal, detail)
 
-    def tolerance_target(name, shape, low, high, tilt, goal, aim=None):
-        image = rng.random(shape, dtype=np.float32)
-        sigma = ramp_map(shape, low, high, tilt)
-        _, exact_s = exact_gather(image, sigma)
-        tol_s = timed(partial(gaussian_blur, image, sigma, tolerance=1e-3, backend="numba"), 3)
-        ratio = exact_s / tol_s
-        goal_text = f">= {goal}x" + (f" (aim {aim}x)" if aim else "")
-        detail = f"exact {exact_s:.3f} s, tolerance 1e-3 {tol_s:.4f} s"
-        out.append(record(name, ratio, goal_text, ratio >= goal, detail))
 
-    s = args.scale
-    tolerance_target(f"3-D {64 // s}x{128 // s}x{128 // s} ramp 0.5->8, tol 1e-3 vs exact",
-                     (64 // s, 128 // s, 128 // s), 0.5, 8.0, 0.0, 15, 50)  # fmt: skip
-    tolerance_target(f"3-D {32 // s}x{64 // s}x{64 // s} ramp 0.5->16, tol 1e-3 vs exact",
-                     (32 // s, 64 // s, 64 // s), 0.5, 16.0, 0.0, 30, 100)  # fmt: skip
-    n = 2048 // s
-    tolerance_target(f"2-D {n}^2 ramp along x 1->16, tol 1e-3 vs exact", (n, n), 1.0, 16.0,
-                     0.0, 5)  # fmt: skip
-    tolerance_target(f"2-D {n}^2 tilted ramp 1->16, tol 1e-3 vs exact", (n, n), 1.0, 16.0,
-                     0.3, 5)  # fmt: skip
+def tolerance_targets(rng, s: int) -> list[dict]:
+    """The tolerance speed-ups: 3-D ramps to sigma 8 and 16, 2-D ramps along x and
+    tilted (``s``: the sizes' divisor, 4 with ``--quick``)."""
+    n, v, w = 2048 // s, (64 // s, 128 // s, 128 // s), (32 // s, 64 // s, 64 // s)
+    size = "x".join
+    return [
+        tolerance_target(rng, f"3-D {size(map(str, v))} ramp 0.5->8, tol 1e-3 vs exact", v,
+                         0.5, 8.0, 0.0, 15, 50),
+        tolerance_target(rng, f"3-D {size(map(str, w))} ramp 0.5->16, tol 1e-3 vs exact", w,
+                         0.5, 16.0, 0.0, 30, 100),
+        tolerance_target(rng, f"2-D {n}^2 ramp along x 1->16, tol 1e-3 vs exact", (n, n),
+                         1.0, 16.0, 0.0, 5),
+        tolerance_target(rng, f"2-D {n}^2 tilted ramp 1->16, tol 1e-3 vs exact", (n, n),
+                         1.0, 16.0, 0.3, 5),
+    ]  # fmt: skip
 
-    # A quantised map: 6 values up to sigma 6, blocks of labels, against one global blur.
+
+def quantised_target(rng, s: int) -> dict:
+    """A quantised map (6 values up to sigma 6, blocks of labels) against one global
+    blur at sigma 6: at most 12x its time."""
     shape = (64 // s, 128 // s, 128 // s)
     labels = np.kron(rng.integers(0, 6, tuple(max(1, n // 8) for n in shape)),
                      np.ones((8, 8, 8), int))[: shape[0], : shape[1], : shape[2]]  # fmt: skip
     sigma = np.array([0.5, 1.0, 2.0, 3.0, 4.5, 6.0], np.float32)[labels]
     image = rng.random(shape, dtype=np.float32)
-    quantised = timed(partial(gaussian_blur, image, sigma, backend="numba"), 5)
-    single = timed(partial(gaussian_blur, image, 6.0, backend="numba"), 5)
+    quantised = median_time(partial(gaussian_blur, image, sigma, backend="numba"), 5)
+    single = median_time(partial(gaussian_blur, image, 6.0, backend="numba"), 5)
     ratio = quantised / single
     detail = f"quantised {quantised:.4f} s, global sigma 6 {single:.4f} s"
     name = f"quantised map, 6 values up to 6, 3-D {shape}, vs one global blur"
-    out.append(record(name, ratio, "<= 12x", ratio <= 12, detail))
+    return record(name, ratio, "<= 12x", ratio <= 12, detail)
 
-    # Peak memory of the tolerance mode (NumPy allocations, in image-sized units).
+
+def memory_targets(rng, s: int) -> list[dict]:
+    """Peak memory of the tolerance mode (NumPy allocations, in image-sized units)."""
+    out = []
+    n = 2048 // s
     for shape, high, tilt in (((64 // s, 128 // s, 128 // s), 8.0, 0.0), ((n, n), 16.0, 0.3)):
         image = rng.random(shape, dtype=np.float32)
         sigma = ramp_map(shape, 0.5, high, tilt)
@@ -167,45 +162,71 @@ def target_rows(args) -> list[dict]:
         tracemalloc.stop()
         name = f"peak memory of tolerance 1e-3, {shape} (x image bytes)"
         out.append(record(name, peak, "<= 4x", peak <= 4, "tracemalloc peak / image bytes"))
+    return out
 
-    # Global passes against OpenCV (the time ratio numba / OpenCV; <= 1 is faster).
+
+def opencv_targets(rng, s: int) -> list[dict]:
+    """Global passes against OpenCV: the time ratio numba / OpenCV (<= 1: faster)."""
+    if not common.installed("cv2"):
+        print("OpenCV is not installed: no global-pass targets")
+        return []
+    out = []
     for n in (2048 // s, 4096 // s):
         for mode in ("reflect", "nearest"):
             for precision, goal in (("float32", 1.0), ("float64", 1.5)):
                 image = rng.random((n, n)).astype(precision)
-                ours = timed(partial(gaussian_blur, image, 4.0, mode=mode, backend="numba",
-                                     precision=precision), 5)  # fmt: skip
-                theirs = timed(partial(cv2_blur, image, 4.0, mode), 5)
+                ours = median_time(partial(gaussian_blur, image, 4.0, mode=mode,
+                                           backend="numba", precision=precision), 5)  # fmt: skip
+                theirs = median_time(partial(cv2_blur, image, 4.0, mode), 5)
                 detail = f"numba {ours * 1e3:.2f} ms, OpenCV {theirs * 1e3:.2f} ms"
                 name = f"global {n}^2 sigma 4 {mode} {precision}: numba/OpenCV"
                 out.append(record(name, ours / theirs, f"<= {goal}", ours / theirs <= goal, detail))
     return out
 
 
+def target_rows(args) -> list[dict]:
+    """The issue's targets, each a ratio measured in this run."""
+    rng = np.random.default_rng(1)
+    s = args.scale
+    return [
+        *tolerance_targets(rng, s),
+        quantised_target(rng, s),
+        *memory_targets(rng, s),
+        *opencv_targets(rng, s),
+    ]
+
+
 def markdown(rows, targets, info) -> str:
-    lines = [f"# Sigma-map sweep ({info['date']}, {info['cpu']}, {info['threads']} threads)", ""]
-    lines += [
+    """The sweep's table and the targets' table."""
+    lines = [
+        "# Sigma-map sweep",
+        "",
+        common.describe_machine(info),
+        "",
         "Numba backend, float32, `crop`, map from sigma min to max (2-D: tilted 30% along y;",
         "3-D: along x).  Speed-up: exact gather time / tolerance time.  Error: max |tolerance",
         "- exact| / image range (the promise: <= tolerance).",
         "",
-        "| dims | shape | sigma | global numba s | global OpenCV s | exact s | tol 1e-3 s | "
-        "speed-up | error | tol 1e-4 s | speed-up | error |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    head = ["dims", "shape", "sigma", "global numba s", "global OpenCV s", "exact s",
+            "tol 1e-3 s", "speed-up", "error", "tol 1e-4 s", "speed-up", "error"]  # fmt: skip
+    table = []
     for r in rows:
         cv = f"{r['global_opencv_s']:.4f}" if "global_opencv_s" in r else "-"
-        lines.append(
-            f"| {r['dims']} | {'x'.join(map(str, r['shape']))} | {r['sigma_min']}->"
-            f"{r['sigma_max']} | {r['global_numba_s']:.4f} | {cv} | {r['exact_s']:.3f} | "
-            f"{r['tol0.001_s']:.4f} | {r['tol0.001_speedup']:.1f}x | {r['tol0.001_error']:.1e} | "
-            f"{r['tol0.0001_s']:.4f} | {r['tol0.0001_speedup']:.1f}x | {r['tol0.0001_error']:.1e} |"
-        )
-    lines += ["", "## Targets", "", "| target | measured | goal | met | detail |",
-              "|---|---|---|---|---|"]  # fmt: skip
-    for t in targets:
-        lines.append(f"| {t['target']} | {t['measured']:.2f} | {t['goal']} | "
-                     f"{'yes' if t['ok'] else 'MISSED'} | {t['detail']} |")  # fmt: skip
+        table.append([
+            r["dims"], "x".join(map(str, r["shape"])), f"{r['sigma_min']}->{r['sigma_max']}",
+            f"{r['global_numba_s']:.4f}", cv, f"{r['exact_s']:.3f}",
+            f"{r['tol0.001_s']:.4f}", f"{r['tol0.001_speedup']:.1f}x", f"{r['tol0.001_error']:.1e}",
+            f"{r['tol0.0001_s']:.4f}", f"{r['tol0.0001_speedup']:.1f}x",
+            f"{r['tol0.0001_error']:.1e}",
+        ])  # fmt: skip
+    lines += md_table(head, table)
+    lines += ["", "## Targets", ""]
+    lines += md_table(
+        ["target", "measured", "goal", "met", "detail"],
+        [[t["target"], f"{t['measured']:.2f}", t["goal"], "yes" if t["ok"] else "MISSED",
+          t["detail"]] for t in targets],
+    )  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -222,7 +243,7 @@ def plot(rows, path: Path, orientation: Path | None = None) -> None:
     axes = np.atleast_1d(axes)
     if extra:
         orientation_panel(axes[-1], json.loads(orientation.read_text())["rows"])
-    for ax, dims in zip(axes, dims_list):
+    for ax, dims in zip(axes, dims_list, strict=False):
         part = [r for r in rows if r["dims"] == dims]
         x = [r["sigma_max"] for r in part]
         series = [("exact gather", "exact_s", "o-"), ("tolerance 1e-4", "tol0.0001_s", "s-"),
@@ -261,34 +282,20 @@ def orientation_panel(ax, rows) -> None:
     ax.legend(fontsize=7)
 
 
-def machine() -> dict:
-    import numba
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return dict(date=datetime.date.today().isoformat(), cpu=cpu,
-                threads=numba.get_num_threads(), numba=numba.__version__)  # fmt: skip
-
-
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
-    parser.add_argument("--out", default=str(HERE / "sweep.json"))
-    parser.add_argument("--plot", default=str(ROOT / "docs" / "images" / "sigma_sweep.png"))
-    parser.add_argument("--orientation", default=str(HERE / "orientation_after_1thread.json"),
-                        help="orientation.py's JSON: a panel by map, if it exists")  # fmt: skip
+    """Run the sweep and the targets (or only redraw the plot); write the result."""
+    parser = common.parser(__doc__, "sweep", quick="small sizes (a smoke test)")
+    parser.add_argument("--plot", default=str(common.IMAGES / "sigma_sweep.png"))
+    parser.add_argument("--orientation", default=common.latest_result("orientation"),
+                        help="orientation.py's JSON: a panel by map, if it exists "
+                        "(default: its latest result)")  # fmt: skip
     parser.add_argument("--replot", action="store_true",
                         help="only redraw the plot from the JSON at --out")  # fmt: skip
     args = parser.parse_args(argv)
+    orientation = Path(args.orientation) if args.orientation else None
     if args.replot:
-        plot(json.loads(Path(args.out).read_text())["sweep"], Path(args.plot),
-             Path(args.orientation))  # fmt: skip
+        source = Path(args.out) if args.out else common.latest_result("sweep")
+        plot(json.loads(source.read_text())["sweep"], Path(args.plot), orientation)
         return 0
     args.scale = 4 if args.quick else 1
     args.repeats = 1 if args.quick else 3
@@ -297,17 +304,20 @@ def main(argv=None) -> int:
         (2, (2048 // s, 2048 // s), 1.0, (2.0, 4.0, 8.0, 16.0), 0.3),
         (3, (64 // s, 128 // s, 128 // s), 0.5, (2.0, 4.0, 8.0), 0.0),
     ]
-    info = machine()
+    info = common.machine()
     rows = sweep_rows(args)
     targets = target_rows(args)
-    Path(args.out).write_text(json.dumps(dict(machine=info, sweep=rows, targets=targets),
-                                         indent=1))  # fmt: skip
-    Path(args.out).with_suffix(".md").write_text(markdown(rows, targets, info))
-    try:
-        plot(rows, Path(args.plot), Path(args.orientation))
-    except ImportError:
-        print("matplotlib is not installed: no plot (pip install -e '.[bench]')")
-    print(markdown(rows, targets, info))
+    text = markdown(rows, targets, info)
+    common.write_result("sweep", dict(sweep=rows, targets=targets), info, out=args.out,
+                               markdown=text, quick=args.quick)  # fmt: skip
+    if args.quick:
+        print("--quick: the plot is left as it is")
+    else:
+        try:
+            plot(rows, Path(args.plot), orientation)
+        except ImportError:
+            print("matplotlib is not installed: no plot (pip install -e '.[bench]')")
+    print(text)
     return 0
 
 

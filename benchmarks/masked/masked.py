@@ -22,27 +22,24 @@ on a 512x512 image with NaN dead pixels, against ``gaussian_blur(..., mode="crop
 nan_policy="omit")`` on the same image (the two are the same normalised convolution; the
 largest difference is reported).
 
-Each time is the median of ``repeats`` calls after one warm-up call (``sweep.timed``);
+Each time is the median of ``repeats`` calls after one warm-up call (``common.median_time``);
 a ratio's two calls are timed in alternating rounds and each side's round medians are
 medianed again, so slow drifts of a shared machine hit both sides alike.
 
-    .venv/bin/python benchmarks/masked.py            # about 4 minutes on 2 cores
-    .venv/bin/python benchmarks/masked.py --quick    # small sizes, for a smoke test
+    python benchmarks/masked/masked.py            # about 4 minutes on 2 cores
+    python benchmarks/masked/masked.py --quick    # small sizes, for a smoke test
 
-Writes ``benchmarks/masked.json`` and ``benchmarks/masked.md`` (next to ``sweep.json``),
-with the commit of the napari_varblur that was timed (to time a clean commit while the
-working tree is being edited: ``git worktree add --detach /tmp/head HEAD`` and run with
-``PYTHONPATH=/tmp/head/src``).
+Writes ``benchmarks/results/<date>_<machine>_masked.json`` and ``.md`` (``--quick``:
+``results/quick/``), with the commit of the napari_varblur that was timed (to time a
+clean commit while the working tree is being edited: ``git worktree add --detach
+/tmp/head HEAD`` and run with ``PYTHONPATH=/tmp/head/src``).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 from functools import partial
@@ -50,27 +47,13 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sweep import machine, ramp_map, timed
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/: common
 
-import napari_varblur
+import common
+from common import md_table, median_time
+from maps.sweep import ramp_map
+
 from napari_varblur import gaussian_blur
-
-HERE = Path(__file__).resolve().parent
-
-
-def source() -> dict:
-    """Where the timed napari_varblur comes from: its path, and the commit of the git
-    checkout holding it (with ``dirty`` when its ``src`` differs from that commit)."""
-    src = Path(napari_varblur.__file__).resolve().parent
-    info = dict(package=str(src))
-    try:
-        git = partial(subprocess.run, cwd=src, capture_output=True, text=True, check=True)
-        info["commit"] = git(["git", "rev-parse", "HEAD"]).stdout.strip()
-        info["dirty"] = bool(git(["git", "status", "--porcelain", "--", "."]).stdout.strip())
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return info
 
 
 def blur(image, sigma, **kwargs):
@@ -80,20 +63,20 @@ def blur(image, sigma, **kwargs):
 
 def paired(slow, fast, rounds: int, repeats: int) -> tuple[float, float, list[float]]:
     """Median seconds of ``slow`` and of ``fast`` over alternating rounds of
-    ``sweep.timed`` (one warm-up, then the median of ``repeats`` calls), and each
+    ``common.median_time`` (one warm-up, then the median of ``repeats`` calls), and each
     round's ratio slow / fast (the two sides of a round share the machine's load)."""
     a, b = [], []
     for _ in range(rounds):
-        a.append(timed(slow, repeats))
-        b.append(timed(fast, repeats))
-    return statistics.median(a), statistics.median(b), [x / y for x, y in zip(a, b)]
+        a.append(median_time(slow, repeats))
+        b.append(median_time(fast, repeats))
+    return statistics.median(a), statistics.median(b), [x / y for x, y in zip(a, b, strict=True)]
 
 
 def disk(shape, centre, radius) -> np.ndarray:
     """True inside the ball of ``radius`` (pixels) around ``centre`` (fractions of
     each side)."""
     grids = np.ogrid[tuple(slice(0, n) for n in shape)]
-    dist2 = sum((g - c * n) ** 2 for g, c, n in zip(grids, centre, shape))
+    dist2 = sum((g - c * n) ** 2 for g, c, n in zip(grids, centre, shape, strict=True))
     return dist2 <= radius**2
 
 
@@ -232,47 +215,40 @@ def astropy_peer(bench: Bench, rng, s: int) -> dict:
 
 
 def markdown(rows, peer, info, elapsed) -> str:
-    lines = [f"# Masked blur cost ({info['date']}, {info['cpu']}, {info['threads']} threads)",
-             "",
+    """The report: the ratios' table and the astropy peer."""
+    lines = ["# Masked blur cost", "", common.describe_machine(info), "",
              "Numba backend, float32.  The two calls of a row are timed in alternating rounds",
-             "of `sweep.timed` (one warm-up, then the median of the repeats); the seconds are",
-             "the medians over rounds, the ratio (masked or NaN-aware / plain, lower is",
-             "better) the median of the rounds' ratios, with their range.  Mask: ~1% random",
-             "dead pixels (NaN in the image) and a disk (ball) of radius shape/10.",
-             f"Whole run {elapsed:.0f} s; load average (1 min) {info['loadavg_start'][0]:.1f} at "
-             f"the start, {info['loadavg_end'][0]:.1f} at the end (other jobs share the cores).",
-             "",
-             f"Rounds {info['rounds']} x repeats {info['repeats']}.  napari_varblur from "
-             f"commit {info.get('commit', '?')[:10]}"
-             f"{' + uncommitted changes' if info.get('dirty') else ''}.",
-             "",
-             "| | case | masked s | plain s | ratio | range | goal | met | note |",
-             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for r in rows:
-        lines.append(f"| {r['group']} | {r['case']} | {r['slow_s']:.4f} | {r['fast_s']:.4f} | "
-                     f"{r['ratio']:.2f}x | {min(r['round_ratios']):.2f}-"
-                     f"{max(r['round_ratios']):.2f} | "
-                     f"{r['goal']} | {'yes' if r['ok'] else 'MISSED'} | "
-                     f"{r['note']} |")  # fmt: skip
-    lines += ["", "## Peer: astropy", "",
-              "| case | astropy s | ours s | astropy / ours | max abs diff |",
-              "|---|---|---|---|---|",
-              f"| {peer['case']} | {peer['astropy_s']:.4f} | {peer['ours_s']:.4f} | "
-              f"{peer['speedup']:.1f}x | {peer['max_abs_diff']:.1e} |"]  # fmt: skip
+             "of `common.median_time` (one warm-up, then the median of the repeats); the",
+             "seconds are the medians over rounds, the ratio (masked or NaN-aware / plain,",
+             "lower is better) the median of the rounds' ratios, with their range.  Mask: ~1%",
+             "random dead pixels (NaN in the image) and a disk (ball) of radius shape/10.",
+             f"Whole run {elapsed:.0f} s; load average (1 min) {info['load'][0]:.1f} at the "
+             f"start, {info['load_end'][0]:.1f} at the end (other jobs share the cores).",
+             f"Rounds {info['rounds']} x repeats {info['repeats']}.", ""]  # fmt: skip
+    lines += md_table(
+        ["", "case", "masked s", "plain s", "ratio", "range", "goal", "met", "note"],
+        [[r["group"], r["case"], f"{r['slow_s']:.4f}", f"{r['fast_s']:.4f}",
+          f"{r['ratio']:.2f}x",
+          f"{min(r['round_ratios']):.2f}-{max(r['round_ratios']):.2f}", r["goal"],
+          "yes" if r["ok"] else "MISSED", r["note"]] for r in rows],
+    )  # fmt: skip
+    lines += ["", "## Peer: astropy", ""]
+    lines += md_table(
+        ["case", "astropy s", "ours s", "astropy / ours", "max abs diff"],
+        [[peer["case"], f"{peer['astropy_s']:.4f}", f"{peer['ours_s']:.4f}",
+          f"{peer['speedup']:.1f}x", f"{peer['max_abs_diff']:.1e}"]],
+    )  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
-    parser.add_argument("--out", default=str(HERE / "masked.json"))
+    """Run every case and the peer; write the result."""
+    parser = common.parser(__doc__, "masked", quick="small sizes (a smoke test)")
     args = parser.parse_args(argv)
     scale = 4 if args.quick else 1
     args.rounds, args.repeats = (2, 2) if args.quick else (7, 5)
     start = time.perf_counter()
-    info = machine()
-    info["loadavg_start"] = os.getloadavg()
-    info.update(source())
+    info = common.machine()
     rng = np.random.default_rng(0)
     bench = Bench(args)
     global_cases(bench, rng, scale)
@@ -281,11 +257,10 @@ def main(argv=None) -> int:
     peer = astropy_peer(bench, rng, scale)
     elapsed = time.perf_counter() - start
     info.update(quick=args.quick, rounds=args.rounds, repeats=args.repeats,
-                elapsed_s=elapsed, loadavg_end=os.getloadavg())  # fmt: skip
-    out = Path(args.out)
-    out.write_text(json.dumps(dict(machine=info, rows=bench.rows, peer=peer), indent=1))
+                elapsed_s=elapsed, load_end=[round(x, 2) for x in os.getloadavg()])  # fmt: skip
     text = markdown(bench.rows, peer, info, elapsed)
-    out.with_suffix(".md").write_text(text)
+    common.write_result("masked", dict(rows=bench.rows, peer=peer), info, out=args.out,
+                               markdown=text, quick=args.quick)  # fmt: skip
     print(text)
     return 0 if all(math.isfinite(r["ratio"]) for r in bench.rows) else 1
 

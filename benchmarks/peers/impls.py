@@ -1,4 +1,4 @@
-"""Who the benchmark times (used by ``bench.py``).
+"""Who the side-by-side benchmark times (used by ``bench.py``).
 
 The :class:`Impl` type and the implementations of a case: scipy, OpenCV
 (:func:`cv2_impl`), the seed-naive baselines (``seed_naive.py``, which must be

@@ -4,7 +4,7 @@
 # Needs this repository installed with JAX's CUDA wheels and scipy, e.g.
 #   python -m pip install -e ".[cuda]" scipy
 # Usage (from anywhere; PYTHON picks the interpreter, default `python`):
-#   bash benchmarks/gpu_check.sh
+#   bash benchmarks/gpu/gpu_check.sh
 # Steps:
 #   1. print `nvidia-smi -L` and jax.devices() (fails if JAX sees no GPU; ALLOW_CPU=1
 #      lets the script run on a CPU-only machine, with GPU_SIZES=small, to try it out);
@@ -15,20 +15,29 @@
 #      tolerance 1e-3 on a 512x512 ramp map (sigma 0.5 -> 8), jitted, device-resident:
 #      its error against the exact reference (exits non-zero beyond the bound) and its
 #      time against the exact JAX map blur and a global blur at sigma 8;
-#   4. fit_sigma_map on the device: `benchmarks/fit.py --case 2d` and `--case 3d` (the
-#      issue's 112x136 scene and a 24x40x48 volume): errors against the true map, first
-#      fit (with compiling) and second fit times, one JSON line each;
-#   5. `benchmarks/bench.py --gpu`: G2/V2 at 4096x4096, G3/V3 at 512x512x256, JAX only,
-#      numpy in/out and device-resident (block_until_ready) timings with GB/s; writes
-#      benchmarks/results_gpu.json.
-# The whole script stops itself after TIME_LIMIT_S seconds (default 290, under 5 min).
+#   4. fit_sigma_map on the device: `benchmarks/fit/fit.py --case 2d` and `--case 3d`
+#      (the issue's 112x136 scene and a 24x40x48 volume): errors against the true map,
+#      first fit (with compiling) and second fit times, one JSON line each;
+#   5. `benchmarks/peers/bench.py --gpu`: G2/V2 at 4096x4096, G3/V3 at 512x512x256, JAX
+#      only, numpy in/out and device-resident (block_until_ready) timings with GB/s;
+#      writes benchmarks/results/<date>_<machine>_bench_gpu.json.
+# Everything it prints also goes to benchmarks/results/<date>_<machine>_gpu_check.log
+# (results/quick/ with GPU_SIZES=small). The whole script stops itself after
+# TIME_LIMIT_S seconds (default 290, under 5 min).
 set -euo pipefail
 
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python}
 GPU_SIZES=${GPU_SIZES:-full}
 TIME_LIMIT_S=${TIME_LIMIT_S:-290}
 START=$SECONDS
+
+QUICK=""
+if [[ "$GPU_SIZES" == small ]]; then QUICK="--quick"; fi
+LOG=$("$PYTHON" benchmarks/common.py path gpu_check log $QUICK)
+mkdir -p "$(dirname "$LOG")"
+exec > >(tee "$LOG") 2>&1
+echo "log: $LOG"
 
 echo "== 1. devices"
 if command -v nvidia-smi >/dev/null 2>&1; then
@@ -136,7 +145,7 @@ EOF
 
 echo "== 4. fit_sigma_map on the device"
 for case in 2d 3d; do
-    timeout 100 "$PYTHON" benchmarks/fit.py --case "$case"
+    timeout 100 "$PYTHON" benchmarks/fit/fit.py --case "$case"
 done
 
 echo "== 5. benchmark (JAX only, GPU sizes: $GPU_SIZES)"
@@ -145,6 +154,5 @@ if ((remaining < 30)); then
     echo "not enough time left for the benchmark (${remaining} s)" >&2
     exit 1
 fi
-timeout "$remaining" "$PYTHON" benchmarks/bench.py --gpu --gpu-sizes "$GPU_SIZES" \
-    --out benchmarks/results_gpu.json
+timeout "$remaining" "$PYTHON" benchmarks/peers/bench.py --gpu --gpu-sizes "$GPU_SIZES"
 echo "== done in $((SECONDS - START)) s"

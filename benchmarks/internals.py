@@ -1,0 +1,145 @@
+"""The package internals that some benchmarks need, in one place.
+
+Everything else in ``benchmarks/`` goes through the public API
+(``napari_varblur.gaussian_blur``, ``napari_varblur.jax.gaussian_blur``,
+``fit_sigma_map``, ``napari_varblur.sample``, the ``varblur`` command).  What cannot:
+timing the exact gather alone (never the level walk), reading the route the router
+chose, fitting the cost model, counting compilations, and the GPU rule's threshold.
+When the package's internal names move, only this file changes.  Each import happens
+inside its function, so a script that needs none of them runs whatever moved.
+
+Internal names used here:
+
+- ``napari_varblur.backends.load``, ``napari_varblur.backends.compiles``
+- ``napari_varblur.core.spec.BlurSpec``
+- ``napari_varblur.core.taps.map_plan``
+- ``napari_varblur.engine.router.route``
+- ``napari_varblur.engine.walk.blur``
+- ``napari_varblur.engine.cost``: ``levels_for``, ``Survey``, ``Plan``,
+  ``NUMBA_COSTS``, ``GPU_GATHER_TAPS``, ``gather_on_gpu`` and the private
+  ``_tile_candidates``, ``_tile_lengths``, ``_walk_work``, ``_estimate``
+- ``napari_varblur.adapters.jax_api.has_gpu``
+- ``napari_varblur.warmup.warm_up``
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+
+def exact_gather(image: np.ndarray, sigma: np.ndarray, mode: str = "crop") -> Callable[[], Any]:
+    """A call of the Numba backend's exact per-pixel gather on ``image`` (never the
+    level walk, even for a quantised map), compiled first on an 8-pixel corner."""
+    from napari_varblur.backends import load
+    from napari_varblur.core.spec import BlurSpec
+
+    gather = load("numba").gather
+    spec = partial(BlurSpec.from_args, mode=mode, backend="numba")
+    corner = tuple(slice(0, 8) for _ in image.shape)
+    gather(spec(image[corner], sigma[corner]))  # compiles, or loads the disk cache
+    return lambda: gather(spec(image, sigma))
+
+
+def route(image: np.ndarray, sigma: np.ndarray, mode: str, tolerance: float | None) -> dict:
+    """The route the router picks for this Numba call: ``kind`` and, for levels, the
+    level counts per axis, the tiles, whether one level set is shared (``diagonal``) and
+    whether the map is quantised (``exact``)."""
+    try:
+        from napari_varblur.core.spec import BlurSpec
+        from napari_varblur.engine.router import route as choose
+
+        spec = BlurSpec.from_args(image, sigma, mode=mode, backend="numba", tolerance=tolerance)
+        chosen = choose(spec)
+    except Exception as exc:  # an internal API that moved: say so in the row
+        return dict(kind="unknown", why=repr(exc)[:200])
+    info: dict[str, Any] = dict(kind=str(getattr(chosen, "kind", chosen)))
+    plan = getattr(chosen, "plan", None)
+    if plan is not None:
+        try:
+            info["levels"] = [len(lv) for lv in getattr(plan, "levels", ())]
+            info["tiles"] = [int(t) for t in getattr(plan, "tiles", ())]
+            info["diagonal"] = bool(getattr(plan, "diagonal", False))
+            info["exact"] = bool(getattr(plan, "exact", False))
+        except Exception as exc:
+            info["why"] = repr(exc)[:200]
+    return info
+
+
+def level_walk_trials(image: np.ndarray, sigma: np.ndarray, tolerance: float = 1e-3):
+    """For fitting the cost model: the exact gather's call, and for every other tiling
+    the planner considers, the level walk's call, its work counts and the model's
+    estimates (``estimate`` of the walk, ``gather_estimate``), in seconds."""
+    from napari_varblur.backends import load
+    from napari_varblur.core.spec import BlurSpec
+    from napari_varblur.core.taps import map_plan
+    from napari_varblur.engine import cost, walk
+
+    numba = load("numba")
+    spec = BlurSpec.from_args(image, sigma, tolerance=tolerance, backend="numba")
+    maps = map_plan(spec)
+    levels, diagonal = cost.levels_for(spec, maps)
+    survey = cost.Survey(spec, maps)
+    trials = []
+    for length in cost._tile_candidates(spec, maps)[::2]:
+        tiles = cost._tile_lengths(maps, survey.change, length)
+        plan = cost.Plan(levels, tiles, diagonal, False, survey)
+        est, est_gather = cost._estimate(
+            spec, maps, survey, levels, tiles, diagonal, cost.NUMBA_COSTS
+        )
+        trials.append(
+            dict(
+                tiles=tiles,
+                walk=partial(walk.blur, spec, plan, numba),
+                work=cost._walk_work(spec, maps, survey, levels, tiles, diagonal),
+                estimate=est,
+                gather_estimate=est_gather,
+            )
+        )
+    return partial(numba.gather, spec), trials
+
+
+def compile_count(backend: str) -> int:
+    """How many kernels ``backend`` compiled (or loaded) in this process so far."""
+    from napari_varblur import backends
+
+    return backends.compiles(backend)
+
+
+def warm_up() -> None:
+    """The blur widgets' background warm-up (Numba's float32 global and map kernels)."""
+    from napari_varblur import warmup
+
+    warmup.warm_up()
+
+
+@contextlib.contextmanager
+def gpu_gather_taps(threshold: float) -> Iterator[None]:
+    """Set the GPU rule's threshold (window taps up to which a tolerance map runs the
+    exact gather on a GPU) while tracing a program; restore it after."""
+    from napari_varblur.engine import cost
+
+    default = cost.GPU_GATHER_TAPS
+    cost.GPU_GATHER_TAPS = threshold
+    try:
+        yield
+    finally:
+        cost.GPU_GATHER_TAPS = default
+
+
+def gpu_takes_gather(radius: int, ndim: int) -> bool:
+    """Whether the GPU rule picks the exact gather for this window."""
+    from napari_varblur.engine import cost
+
+    return bool(cost.gather_on_gpu([radius] * ndim))
+
+
+def pretend_gpu() -> None:
+    """Make the JAX API apply the GPU rule also on a CPU (to try a GPU script there)."""
+    from napari_varblur.adapters import jax_api
+
+    jax_api.has_gpu = lambda: True
