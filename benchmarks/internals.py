@@ -12,14 +12,14 @@ Internal names used here:
 
 - ``napari_varblur.backends.load``, ``napari_varblur.backends.compiles``
 - ``napari_varblur.core.spec.BlurSpec``
-- ``napari_varblur.core.taps.map_plan``
-- ``napari_varblur.engine.router.route``
+- ``napari_varblur.core.taps.map_plan``, ``napari_varblur.core.level_plan.plan_levels``
+- ``napari_varblur.engine.planner.route``
 - ``napari_varblur.engine.walk.blur``
-- ``napari_varblur.engine.cost``: ``levels_for``, ``Survey``, ``Plan``,
-  ``NUMBA_COSTS``, ``GPU_GATHER_TAPS``, ``gather_on_gpu`` and the private
-  ``_tile_candidates``, ``_tile_lengths``, ``_walk_work``, ``_estimate``
-- ``napari_varblur.adapters.jax_api.has_gpu``
-- ``napari_varblur.warmup.warm_up``
+- ``napari_varblur.engine.cost``: ``Survey``, ``Plan``, ``NUMBA_COSTS``,
+  ``GPU_GATHER_TAPS``, ``gather_on_gpu`` and the private ``_tile_candidates``,
+  ``_tile_lengths``, ``_walk_work``, ``_estimate``
+- ``napari_varblur.backends.jax_xla.BACKEND`` (its ``has_gpu``)
+- ``napari_varblur.engine.warmup.warm_up``
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def route(image: np.ndarray, sigma: np.ndarray, mode: str, tolerance: float | No
     whether the map is quantised (``exact``)."""
     try:
         from napari_varblur.core.spec import BlurSpec
-        from napari_varblur.engine.router import route as choose
+        from napari_varblur.engine.planner import route as choose
 
         spec = BlurSpec.from_args(image, sigma, mode=mode, backend="numba", tolerance=tolerance)
         chosen = choose(spec)
@@ -61,10 +61,11 @@ def route(image: np.ndarray, sigma: np.ndarray, mode: str, tolerance: float | No
     plan = getattr(chosen, "plan", None)
     if plan is not None:
         try:
-            info["levels"] = [len(lv) for lv in getattr(plan, "levels", ())]
-            info["tiles"] = [int(t) for t in getattr(plan, "tiles", ())]
-            info["diagonal"] = bool(getattr(plan, "diagonal", False))
-            info["exact"] = bool(getattr(plan, "exact", False))
+            info["levels"] = [len(lv) for lv in plan.levels.levels]
+            info["tiles"] = [int(t) for t in plan.tiles]
+            info["diagonal"] = bool(plan.levels.diagonal)
+            info["exact"] = bool(plan.levels.exact)
+            info["bands"] = plan.bands is not None
         except Exception as exc:
             info["why"] = repr(exc)[:200]
     return info
@@ -75,6 +76,7 @@ def level_walk_trials(image: np.ndarray, sigma: np.ndarray, tolerance: float = 1
     the planner considers, the level walk's call, its work counts and the model's
     estimates (``estimate`` of the walk, ``gather_estimate``), in seconds."""
     from napari_varblur.backends import load
+    from napari_varblur.core.level_plan import plan_levels
     from napari_varblur.core.spec import BlurSpec
     from napari_varblur.core.taps import map_plan
     from napari_varblur.engine import cost, walk
@@ -82,20 +84,18 @@ def level_walk_trials(image: np.ndarray, sigma: np.ndarray, tolerance: float = 1
     numba = load("numba")
     spec = BlurSpec.from_args(image, sigma, tolerance=tolerance, backend="numba")
     maps = map_plan(spec)
-    levels, diagonal = cost.levels_for(spec, maps)
+    levels = plan_levels(spec)
     survey = cost.Survey(spec, maps)
     trials = []
     for length in cost._tile_candidates(spec, maps)[::2]:
         tiles = cost._tile_lengths(maps, survey.change, length)
-        plan = cost.Plan(levels, tiles, diagonal, False, survey)
-        est, est_gather = cost._estimate(
-            spec, maps, survey, levels, tiles, diagonal, cost.NUMBA_COSTS
-        )
+        plan = cost.Plan(levels, tiles, survey)
+        est, est_gather = cost._estimate(spec, maps, survey, levels, tiles, cost.NUMBA_COSTS)
         trials.append(
             dict(
                 tiles=tiles,
                 walk=partial(walk.blur, spec, plan, numba),
-                work=cost._walk_work(spec, maps, survey, levels, tiles, diagonal),
+                work=cost._walk_work(spec, maps, survey, levels.levels, tiles, levels.diagonal),
                 estimate=est,
                 gather_estimate=est_gather,
             )
@@ -112,7 +112,7 @@ def compile_count(backend: str) -> int:
 
 def warm_up() -> None:
     """The blur widgets' background warm-up (Numba's float32 global and map kernels)."""
-    from napari_varblur import warmup
+    from napari_varblur.engine import warmup
 
     warmup.warm_up()
 
@@ -139,7 +139,9 @@ def gpu_takes_gather(radius: int, ndim: int) -> bool:
 
 
 def pretend_gpu() -> None:
-    """Make the JAX API apply the GPU rule also on a CPU (to try a GPU script there)."""
-    from napari_varblur.adapters import jax_api
+    """Make the planner apply the GPU rule also on a CPU (to try a GPU script there)."""
+    import dataclasses
 
-    jax_api.has_gpu = lambda: True
+    from napari_varblur.backends import jax_xla
+
+    jax_xla.BACKEND = dataclasses.replace(jax_xla.BACKEND, has_gpu=lambda: True)

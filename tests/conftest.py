@@ -61,3 +61,14 @@ def dock(viewer, name: str):
     """Open one of the plugin's dock widgets by its display name; return the widget."""
     _, widget = viewer.window.add_plugin_dock_widget(PLUGIN, name)
     return widget
+
+
+def click_and_wait(qtbot, widget, button=None, timeout=120_000):
+    """Click like a user and wait for the worker thread to finish."""
+    (button or widget.run_button).native.click()
+    qtbot.waitUntil(lambda: widget._worker is None, timeout=timeout)
+
+
+def image_layer(viewer, shape=(40, 50), **kwargs):
+    data = np.random.default_rng(0).random(shape).astype(np.float32) * 100
+    return viewer.add_image(data, name="cells", **kwargs)

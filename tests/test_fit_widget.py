@@ -134,6 +134,19 @@ def test_the_widget_docks_from_the_manifest_with_defaults_and_tooltips(viewer):
         assert tip and tip.strip() and "\n" not in tip, field.name
 
 
+def check_the_fitted_map(fitted, own, fit, truth, status) -> None:
+    """The fitted map's tags, its closeness to the truth and the status line."""
+    meta = fitted.metadata[METADATA_KEY]
+    assert meta["role"] == SIGMA_MAP_ROLE and is_sigma_map(fitted) and not is_sigma_map(own)
+    assert meta["source_layer"] == "cells" and meta["sharp_layer"] == "cells sharp"
+    assert meta["parameters"]["max_sigma"] == 3.0 and meta["steps"] == fit.steps
+    # The estimate is close to the truth away from the border.
+    inner = (slice(4, -4), slice(4, -4))
+    error = np.abs(fitted.data[inner] - truth[inner]) / truth[inner]
+    assert np.median(error) < 0.1, np.median(error)
+    assert f"{fit.steps} steps" in status and "noise" in status and "100% of pixels" in status
+
+
 def test_a_fit_adds_the_tagged_map_and_residual_then_a_rerun_updates_them(
     viewer, qtbot, monkeypatch
 ):
@@ -161,16 +174,7 @@ def test_a_fit_adds_the_tagged_map_and_residual_then_a_rerun_updates_them(
     for layer in made:
         np.testing.assert_array_equal(layer.scale, SCALE)
         np.testing.assert_array_equal(layer.translate, TRANSLATE)
-    meta = fitted.metadata[METADATA_KEY]
-    assert meta["role"] == SIGMA_MAP_ROLE and is_sigma_map(fitted) and not is_sigma_map(own)
-    assert meta["source_layer"] == "cells" and meta["sharp_layer"] == "cells sharp"
-    assert meta["parameters"]["max_sigma"] == 3.0 and meta["steps"] == fit.steps
-    # The estimate is close to the truth away from the border.
-    inner = (slice(4, -4), slice(4, -4))
-    error = np.abs(fitted.data[inner] - truth[inner]) / truth[inner]
-    assert np.median(error) < 0.1, np.median(error)
-    status = widget.status.value
-    assert f"{fit.steps} steps" in status and "noise" in status and "100% of pixels" in status
+    check_the_fitted_map(fitted, own, fit, truth, widget.status.value)
     # The blur widget preselects the fitted map for the image it fits.
     assert blur.sigma_map.value is fitted
 

@@ -13,7 +13,7 @@ from napari.layers import Image  # noqa: E402
 
 from conftest import dock  # noqa: E402
 from napari_varblur import blur_layer, gaussian_blur  # noqa: E402
-from napari_varblur.gui.layers import default_level, level_choices  # noqa: E402
+from napari_varblur.gui.layer_data import default_level, level_choices  # noqa: E402
 from napari_varblur.gui.schema import METADATA_KEY, map_in_pixels  # noqa: E402
 
 SCALE, TRANSLATE = (2.0, 0.5), (10.0, -3.0)

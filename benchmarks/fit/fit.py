@@ -1,6 +1,6 @@
 """fit_sigma_map on synthetic focus pairs: accuracy against the true map, and time.
 
-Cases (``napari_varblur.sample.focus_pair_sample``: blobs and lines on noise, blurred
+Cases (``napari_varblur.fit.focus_pair``: blobs and lines on noise, blurred
 with a smooth map plus Gaussian noise of 1% of the blurred image's range):
 
 a) ``2d``: the issue's scene, 112x136, map in [0.7, 3] (goal: median relative error
@@ -57,13 +57,13 @@ CASES = {
 def scene(name: str):
     """(sharp, blurred, truth, clean noise level) of a case."""
     from napari_varblur import gaussian_blur
-    from napari_varblur.sample import focus_pair_sample
+    from napari_varblur.fit import focus_pair
 
     case = CASES[name]
-    sharp, blurred, truth = focus_pair_sample(case["shape"], per_axis=case.get("per_axis", False))
+    sharp, blurred, truth = focus_pair(case["shape"], per_axis=case.get("per_axis", False))
     noise = 0.01 * float(np.ptp(gaussian_blur(sharp, truth, backend="reference")))
     if case.get("batch"):
-        other = focus_pair_sample(case["shape"], seed=1)[0]
+        other = focus_pair(case["shape"], seed=1)[0]
         rng = np.random.default_rng(2)
         other_blurred = gaussian_blur(other, truth, backend="reference")
         other_blurred = other_blurred + noise * rng.standard_normal(other.shape)

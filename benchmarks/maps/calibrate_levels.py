@@ -1,4 +1,4 @@
-"""Fit the level walk's cost constants (the router's cost model) to measured times.
+"""Fit the level walk's cost constants (the planner's cost model) to measured times.
 
 Runs the level walk and the exact gather (Numba) on a set of smooth and rough maps,
 tilings and sizes, and prints a least-squares fit of seconds against the work counts

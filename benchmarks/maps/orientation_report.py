@@ -66,7 +66,7 @@ def header(data: dict) -> list[str]:
         "- **error**: max |tolerance - exact| / the image's value range (must be <= 1e-3).",
         f"- **stack / global**: the plain stack, global blurs from the smallest to the largest "
         f"sigma at ratio {STACK_RATIO} (N blurs, no mixing), over one global blur.",
-        "- **route**: what the router chose for the tolerance call.",
+        "- **route**: what the planner chose for the tolerance call.",
         "",
     ]
 
@@ -129,10 +129,10 @@ def route_findings(r: dict) -> list[str]:
     out = []
     name, kind = f"{r['case']} {r['map']}", r["route_tolerance"].get("kind")
     if kind == "levels" and r["tol_over_exact"] > 1.0:
-        out.append(f"{name}: the router chose the level walk ({route_text(r['route_tolerance'])})"
+        out.append(f"{name}: the planner chose the level walk ({route_text(r['route_tolerance'])})"
                    f" but it took {r['tol_over_exact']:.2f}x the exact gather's time.")  # fmt: skip
     if kind == "gather":
-        out.append(f"{name}: the router chose the exact gather for tolerance 1e-3 (error 0): "
+        out.append(f"{name}: the planner chose the exact gather for tolerance 1e-3 (error 0): "
                    "its estimate did not favour the level walk.")  # fmt: skip
     if r["route_exact"].get("kind") == "levels":
         count = r["route_exact"].get("levels", ["?"])[0]

@@ -25,11 +25,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._steps import run_to_end
 from ..core.checks import ArgumentError, choice
 from ..core.options import FitOptions
 from ..core.params import FIT_DEFAULT, FIT_PARAMS, fill_fit_doc
 from ..core.spec import normalize_axes, normalize_modes, normalize_nan_policy, normalize_truncate
+from ..core.steps import run_to_end
 from .model import Model, control_basis, penalty
 from .noise import energy, noise_level, variance_map
 from .programs import Descent, programs

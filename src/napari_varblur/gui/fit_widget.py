@@ -57,7 +57,8 @@ from .forms import (
     shorten,
     values_of,
 )
-from .layers import DIFFERENCE_COLORMAP, blurred_axes
+from .layer_data import blurred_axes
+from .layers import DIFFERENCE_COLORMAP
 from .schema import (
     METADATA_KEY,
     PER_AXIS_ROLE,
@@ -327,74 +328,85 @@ def publish_fit(
     made; returns them by role.  A stale "not observable" layer is removed when every
     pixel is observable now.  When no pixel is observable, no map is added and an
     earlier fit's map is re-tagged superseded (returned under that role)."""
-    source_id = layer_id(blurred)
+    made = _Made(fit, viewer, sharp, blurred, settings)
+    made.residual()
+    made.sigma_map()
+    made.not_observable()
+    return made.out
 
-    def meta(role: str) -> dict[str, Any]:
-        return {
-            METADATA_KEY: {
-                "role": role,
-                "kind": FIT_KIND,
-                "source_layer": blurred.name,
-                "source_id": source_id,
-                "sharp_layer": sharp.name,
-                "parameters": dict(settings),
-                "steps": fit.steps,
-                "converged": bool(fit.converged),
-                "noise": fit.noise,
-                "seconds": round(fit.seconds, 6),
-                "version": __version__,
-                **({"units": PIXELS} if role in (SIGMA_MAP_ROLE, PER_AXIS_ROLE) else {}),
-            }
+
+class _Made:
+    """The layers one fit publishes, by role, tagged with its metadata."""
+
+    def __init__(self, fit, viewer, sharp, blurred, settings) -> None:
+        self.fit, self.viewer, self.sharp, self.blurred = fit, viewer, sharp, blurred
+        self.settings = settings
+        self.source_id = layer_id(blurred)
+        self.transforms = placement(blurred)
+        self.out: dict[str, Layer] = {}
+
+    def meta(self, role: str) -> dict[str, Any]:
+        fit = self.fit
+        info = {
+            "role": role,
+            "kind": FIT_KIND,
+            "source_layer": self.blurred.name,
+            "source_id": self.source_id,
+            "sharp_layer": self.sharp.name,
+            "parameters": dict(self.settings),
+            "steps": fit.steps,
+            "converged": bool(fit.converged),
+            "noise": fit.noise,
+            "seconds": round(fit.seconds, 6),
+            "version": __version__,
         }
+        if role in (SIGMA_MAP_ROLE, PER_AXIS_ROLE):
+            info["units"] = PIXELS
+        return {METADATA_KEY: info}
 
-    transforms = placement(blurred)
-    out: dict[str, Layer] = {}
-    residual = fit.residual
-    limit = float(np.nanmax(np.abs(residual), initial=0.0))
-    limit = limit if np.isfinite(limit) and limit > 0 else 1.0  # napari needs low < high
-    out[RESIDUAL_ROLE] = upsert(
-        viewer, Image, RESIDUAL_ROLE, source_id, residual, f"{blurred.name} fit residual",
-        meta(RESIDUAL_ROLE),
-        {**transforms, "colormap": DIFFERENCE_COLORMAP, "contrast_limits": (-limit, limit)},
-        kind=FIT_KIND,
-        keep_name=True,
-    )  # fmt: skip
+    def upsert(self, cls, role: str, data, name: str, settings: dict) -> Layer:
+        self.out[role] = upsert(self.viewer, cls, role, self.source_id, data,
+                                f"{self.blurred.name} {name}", self.meta(role), settings,
+                                kind=FIT_KIND, keep_name=True)  # fmt: skip
+        return self.out[role]
 
-    values = fit.model_map
-    high = float(np.max(values)) if values.size else 1.0
-    display = {"colormap": "viridis", "contrast_limits": (0.0, high if high > 0 else 1.0)}
-    if fit.model_map.ndim == residual.ndim:  # one map: the blur widget takes it
-        role, name, place = SIGMA_MAP_ROLE, f"{blurred.name} sigma map", transforms
-    else:  # one plane per blurred axis, first (napari shows the last axes)
-        values = np.moveaxis(values, -1, 0)
-        role, name = PER_AXIS_ROLE, f"{blurred.name} sigma map per axis"
-        place = {
-            "scale": (1.0, *blurred.scale),
-            "translate": (0.0, *blurred.translate),
-        }
-    if nothing_observable(fit):  # not a measurement: nothing to offer the blur widget
-        earlier = _retag(viewer, source_id, role, role + SUPERSEDED)
-        if earlier is not None:
-            out[role + SUPERSEDED] = earlier
-    else:
+    def residual(self) -> None:
+        residual = self.fit.residual
+        limit = float(np.nanmax(np.abs(residual), initial=0.0))
+        limit = limit if np.isfinite(limit) and limit > 0 else 1.0  # napari needs low < high
+        display = {"colormap": DIFFERENCE_COLORMAP, "contrast_limits": (-limit, limit)}
+        self.upsert(Image, RESIDUAL_ROLE, residual, "fit residual", {**self.transforms, **display})
+
+    def sigma_map(self) -> None:
+        """The map the blur widget takes, or one plane per blurred axis first (napari
+        shows the last axes); nothing observable: no map, an earlier one superseded."""
+        values, blurred = self.fit.model_map, self.blurred
+        high = float(np.max(values)) if values.size else 1.0
+        display = {"colormap": "viridis", "contrast_limits": (0.0, high if high > 0 else 1.0)}
+        role, name, place = SIGMA_MAP_ROLE, "sigma map", self.transforms
+        if values.ndim != self.fit.residual.ndim:
+            values = np.moveaxis(values, -1, 0)
+            role, name = PER_AXIS_ROLE, "sigma map per axis"
+            place = {"scale": (1.0, *blurred.scale), "translate": (0.0, *blurred.translate)}
+        viewer, source_id = self.viewer, self.source_id
+        if nothing_observable(self.fit):  # not a measurement: nothing to offer the blur
+            earlier = _retag(viewer, source_id, role, role + SUPERSEDED)
+            if earlier is not None:
+                self.out[role + SUPERSEDED] = earlier
+            return
         if viewer is not None and find_tagged(viewer, source_id, role, FIT_KIND) is None:
             _retag(viewer, source_id, role + SUPERSEDED, role)  # updated, not duplicated
-        out[role] = upsert(viewer, Image, role, source_id, values, name, meta(role),
-                           {**place, **display}, kind=FIT_KIND, keep_name=True)  # fmt: skip
+        self.upsert(Image, role, values, name, {**place, **display})
 
-    hidden = _not_observable(fit)
-    if hidden.any():
-        out[NOT_OBSERVABLE_ROLE] = upsert(
-            viewer, Labels, NOT_OBSERVABLE_ROLE, source_id, hidden.astype(np.uint8),
-            f"{blurred.name} not observable", meta(NOT_OBSERVABLE_ROLE), transforms,
-            kind=FIT_KIND,
-            keep_name=True,
-        )  # fmt: skip
-    else:
-        stale = find_tagged(viewer, source_id, NOT_OBSERVABLE_ROLE, kind=FIT_KIND)
+    def not_observable(self) -> None:
+        hidden = _not_observable(self.fit)
+        if hidden.any():
+            self.upsert(Labels, NOT_OBSERVABLE_ROLE, hidden.astype(np.uint8), "not observable",
+                        self.transforms)  # fmt: skip
+            return
+        stale = find_tagged(self.viewer, self.source_id, NOT_OBSERVABLE_ROLE, kind=FIT_KIND)
         if stale is not None:
-            viewer.layers.remove(stale)
-    return out
+            self.viewer.layers.remove(stale)
 
 
 def _retag(viewer: napari.Viewer | None, source_id: str, role: str, new: str) -> Layer | None:

@@ -28,7 +28,7 @@ from qtpy.QtWidgets import QComboBox, QScrollArea, QSizePolicy
 
 from ..core.checks import ArgumentError
 from ..core.params import PARAMS, Param, help_of
-from .layers import AXES_CHOICES
+from .layer_data import AXES_CHOICES
 
 
 class Field(NamedTuple):

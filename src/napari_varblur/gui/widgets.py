@@ -15,9 +15,9 @@ from napari.layers import Image
 from napari.utils.notifications import show_info
 
 from .. import engine
-from .._steps import map_steps
 from ..core.options import BlurOptions
 from ..core.params import help_of
+from ..core.steps import map_steps
 from ..engine import compiling, planner, warmup
 from .forms import (
     Field,
@@ -34,15 +34,8 @@ from .forms import (
     values_of,
     wrapping,
 )
-from .layers import (
-    SIGMA,
-    LayerBlur,
-    blurred_axes,
-    default_level,
-    difference_stats,
-    level_choices,
-    publish,
-)
+from .layer_data import blurred_axes, default_level, level_choices
+from .layers import SIGMA, LayerBlur, difference_stats, publish
 from .schema import fitting_sigma_map, is_sigma_map, map_fits, map_in_pixels
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from ...core.rules import share_floor
 from ...core.spec import BlurSpec
 from ...core.taps import global_plan, global_radius, map_plan
 from ..base import Backend, Bands
-from . import band_runs, bands, common, gathers, passes, weights
+from . import band_runs, bands, common, gathers, masked_passes, passes, weights
 
 
 def describe() -> str:
@@ -35,7 +35,7 @@ def compiles() -> int:
     """How many kernels this process compiled so far (not read from Numba's cache)."""
     kernels = [
         v
-        for module in (band_runs, bands, common, gathers, passes, weights)
+        for module in (band_runs, bands, common, gathers, masked_passes, passes, weights)
         for v in vars(module).values()
         if isinstance(v, numba.core.dispatcher.Dispatcher)
     ]
@@ -66,7 +66,9 @@ def masked(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None
     ``None`` where no kernel fits this spec.  ``valid`` has the image's ndim and
     broadcasts to it; ``counts``: whether constant-mode taps outside the image count."""
     if spec.sigma is not None:
-        return passes.masked_global(spec, valid, counts) if _shares_above_floor(spec) else None
+        if not _shares_above_floor(spec):
+            return None
+        return masked_passes.masked_global(spec, valid, counts)
     return gathers.masked_map(spec, valid, counts)
 
 

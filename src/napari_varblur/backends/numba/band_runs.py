@@ -194,22 +194,7 @@ def union(ptr, lines, starts, stops, first, final, planes, n2, n3, at, olines, o
             at[job * n2 : (job + 1) * n2] = 0
         if lo == hi:
             continue
-        line_at = np.full(n2 + 1, hi, np.int64)  # first run of each line of the plane
-        for i in range(hi - 1, lo - 1, -1):
-            line_at[lines[i] - plane * n2] = i
-        for j in range(n2 - 1, -1, -1):
-            line_at[j] = min(line_at[j], line_at[j + 1])
-        # Each line's extent (the window's is the widest of its lines').
-        low, high = np.full(n2, n3, np.int64), np.zeros(n2, np.int64)  # empty: low > high
-        for j in range(n2):
-            for i in range(line_at[j], line_at[j + 1]):
-                low[j], high[j] = min(low[j], starts[i]), max(high[j], stops[i])
-        # A plane of single runs takes each window's hull (a smooth map's runs
-        # overlap from line to line, so the hull is their union; where they do not,
-        # the hull only adds work); others count coverage exactly.
-        single = True
-        for j in range(n2):
-            single = single and line_at[j + 1] - line_at[j] <= 1
+        line_at, low, high, single = _plane_lines(lines, starts, stops, lo, hi, plane, n2, n3)
         depth = np.zeros(n3 + 1, np.int32)
         top, bottom = 0, -1  # the lines counted in depth: top .. bottom
         # The hull of a window sliding down: monotone queues of the lines' extents.
@@ -226,6 +211,9 @@ def union(ptr, lines, starts, stops, first, final, planes, n2, n3, at, olines, o
             span_lo = _slide(qlo, elo, low, i0, i1, w1, 1)
             span_hi = _slide(qhi, ehi, high, i0, i1, w1, -1)
             w0, w1 = i0, i1
+            # A plane of single runs takes each window's hull (a smooth map's runs
+            # overlap from line to line, so the hull is their union; where they do not,
+            # the hull only adds work); others count coverage exactly.
             if single:
                 c = 1
                 if o >= 0:
@@ -241,6 +229,25 @@ def union(ptr, lines, starts, stops, first, final, planes, n2, n3, at, olines, o
                              ostops, o)  # fmt: skip
             if not write:
                 at[job * n2 + j] = c
+
+
+@njit(cache=True, nogil=True)
+def _plane_lines(lines, starts, stops, lo, hi, plane, n2, n3):  # pragma: no cover - jitted
+    """A plane's runs ``lo .. hi - 1`` by line: each line's first run (``line_at``, one
+    past the end for the last), each line's extent (``low``, ``high``: the hull of its
+    runs; empty: ``low > high``) and whether every line has at most one run."""
+    line_at = np.full(n2 + 1, hi, np.int64)
+    for i in range(hi - 1, lo - 1, -1):
+        line_at[lines[i] - plane * n2] = i
+    for j in range(n2 - 1, -1, -1):
+        line_at[j] = min(line_at[j], line_at[j + 1])
+    low, high = np.full(n2, n3, np.int64), np.zeros(n2, np.int64)
+    single = True
+    for j in range(n2):
+        single = single and line_at[j + 1] - line_at[j] <= 1
+        for i in range(line_at[j], line_at[j + 1]):
+            low[j], high[j] = min(low[j], starts[i]), max(high[j], stops[i])
+    return line_at, low, high, single
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -391,6 +391,9 @@ def _varying3d(
     floor,
     out,
 ):  # pragma: no cover
+    """The map blur of 1-3 axes in the working layout ``(B, n0, n1, n2)``: one job per
+    line along ``n2``, tiles of ``TILE`` pixels along it summed over their shared
+    window (:func:`_tile3d`)."""
     nb, n0, n1, n2 = out.shape
     n = np.array([n0, n1, n2], np.int64)
     tiles = (n2 + TILE - 1) // TILE
@@ -399,50 +402,75 @@ def _varying3d(
         b = row // (n0 * n1)
         i = (row // n1) % n0
         j = row % n1
-        w0 = np.empty((2 * pads[0] + 1, width_max), np.float64)
-        w1 = np.empty((2 * pads[1] + 1, width_max), np.float64)
-        w2 = np.empty((2 * pads[2] + 1, width_max), out.dtype)
-        den = np.empty(width_max, np.float64)
-        acc = np.empty(width_max, np.float64)
-        mid = np.empty(width_max, np.float64)
-        part = np.empty(width_max, out.dtype)
-        rad = np.empty((3, width_max), np.int64)
-        lo = np.empty((3, width_max), np.int64)
-        hi = np.empty((3, width_max), np.int64)
-        hs = np.empty((3, width_max), np.float64)
-        scratch = np.empty((4, width_max), np.float64)
-        sums = np.empty((4, width_max), np.float64)
-        bigs = np.empty(3, np.int64)
+        scratch = _scratch3d(pads, width_max, out)
         for tile in range(tiles):
             m0 = tile * TILE
             width = min(TILE, n2 - m0)
+            rad, lo, hi, hs = scratch[8], scratch[9], scratch[10], scratch[11]
             for a, sa, ta in ((0, s0, t0), (1, s1, t1), (2, s2, t2)):
                 _tile_axis(sa, ta, flags[a], a, b, i, j, m0, width, crops[a], limits[a],
                            truncate, n[a], rad, lo, hi, hs)  # fmt: skip
-            den[:width] = 1.0
-            for a, table in ((0, w0), (1, w1)):
-                bigs[a] = _gauss_table(table, pads[a], rad[a], hs[a], lo[a], hi[a], width, den,
-                                       scratch[0], scratch[1], scratch[2], scratch[3])  # fmt: skip
-            bigs[2] = _gauss_table(w2, pads[2], rad[2], hs[2], lo[2], hi[2], width, den,
-                                   scratch[0], scratch[1], scratch[2], scratch[3])  # fmt: skip
-            if valid is not None:  # (pruned at compile time where valid is None)
-                full = sums[3]  # the kernel's weight sum: the valid share is den / full
-                full[:width] = den[:width]
-                _tile_sum_valid(xp, valid, rows, holes, b, i, j, m0, width, pads, bigs, w0, w1,
-                                w2, acc, den, mid, part, sums)  # fmt: skip
-                for v in range(width):
-                    if den[v] < floor * full[v]:
-                        acc[v] = np.nan  # too small a share (or none) is NaN (the contract)
-            elif finite or _window_finite(xp, b, i, j, m0, width, pads, bigs):
-                _tile_sum(xp, b, i, j, m0, width, pads, bigs, w0, w1, w2, acc, mid, part)
-            else:
-                _pixel_sums(xp, b, i, j, m0, width, pads, lo, hi, w0, w1, w2, acc)
+            _tile3d(xp, valid, rows, holes, b, i, j, m0, width, pads, finite, floor, scratch)
+            acc, den = scratch[4], scratch[3]
             for v in range(width):
                 out[b, i, j, m0 + v] = acc[v] / den[v]
 
 
+@njit(cache=True, nogil=True)
+def _scratch3d(pads, width_max, out):  # pragma: no cover - jitted
+    """One line's scratch: the three axes' weight tables ``w0, w1, w2``, the tile's sums
+    ``den, acc, mid, part``, its pixels' radius, window and exponent per axis ``rad, lo,
+    hi, hs``, the tables' scratch rows, the masked sums and the tables' reach."""
+    return (
+        np.empty((2 * pads[0] + 1, width_max), np.float64),
+        np.empty((2 * pads[1] + 1, width_max), np.float64),
+        np.empty((2 * pads[2] + 1, width_max), out.dtype),
+        np.empty(width_max, np.float64),
+        np.empty(width_max, np.float64),
+        np.empty(width_max, np.float64),
+        np.empty(width_max, out.dtype),
+        np.empty((4, width_max), np.float64),
+        np.empty((3, width_max), np.int64),
+        np.empty((3, width_max), np.int64),
+        np.empty((3, width_max), np.int64),
+        np.empty((3, width_max), np.float64),
+        np.empty((4, width_max), np.float64),
+        np.empty(3, np.int64),
+    )
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _tile3d(
+    xp, valid, rows, holes, b, i, j, m0, width, pads, finite, floor, scratch
+):  # pragma: no cover
+    """One tile's weight tables, then its sums into ``acc`` and ``den``: over the valid
+    taps (a mask), over the shared window (finite values), or pixel by pixel over each
+    pixel's own window (a NaN or inf nearby must reach only the pixels it reaches)."""
+    w0, w1, w2, den, acc, mid, part, tmp, rad, lo, hi, hs, sums, bigs = scratch
+    den[:width] = 1.0
+    for a, table in ((0, w0), (1, w1)):
+        bigs[a] = _gauss_table(table, pads[a], rad[a], hs[a], lo[a], hi[a], width, den,
+                               tmp[0], tmp[1], tmp[2], tmp[3])  # fmt: skip
+    bigs[2] = _gauss_table(w2, pads[2], rad[2], hs[2], lo[2], hi[2], width, den,
+                           tmp[0], tmp[1], tmp[2], tmp[3])  # fmt: skip
+    if valid is not None:  # (pruned at compile time where valid is None)
+        full = sums[3]  # the kernel's weight sum: the valid share is den / full
+        full[:width] = den[:width]
+        _tile_sum_valid(xp, valid, rows, holes, b, i, j, m0, width, pads, bigs, w0, w1,
+                        w2, acc, den, mid, part, sums)  # fmt: skip
+        for v in range(width):
+            if den[v] < floor * full[v]:
+                acc[v] = np.nan  # too small a share (or none) is NaN (the contract)
+    elif finite or _window_finite(xp, b, i, j, m0, width, pads, bigs):
+        _tile_sum(xp, b, i, j, m0, width, pads, bigs, w0, w1, w2, acc, mid, part)
+    else:
+        _pixel_sums(xp, b, i, j, m0, width, pads, lo, hi, w0, w1, w2, acc)
+
+
 @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def _varying_kernel(xp, pshape, shape, pad, crop, radius, exponent, out, rmax):  # pragma: no cover
+    """Any number ``k`` of blurred axes, pixel by pixel: ``xp`` the padded image (flat,
+    shape ``pshape``), ``shape`` the working shape ``(B, n_1 .. n_k)``."""
     k = shape.shape[0] - 1
     nk = shape[k]
     rows = out.shape[0] // nk
@@ -457,12 +485,8 @@ def _varying_kernel(xp, pshape, shape, pad, crop, radius, exponent, out, rmax): 
         hi = np.zeros(k, np.int64)
         d = np.zeros(k, np.int64)
         w = np.zeros((k, 2 * rmax + 1, 1), np.float64)
-        r1 = np.zeros(1, np.int64)
-        h1 = np.zeros(1, np.float64)
-        lo1 = np.zeros(1, np.int64)
-        hi1 = np.zeros(1, np.int64)
-        den1 = np.ones(1, np.float64)
-        scratch = np.zeros((4, 1), np.float64)
+        ints, floats = np.zeros((3, 1), np.int64), np.zeros((2, 1), np.float64)
+        one = (ints[0], floats[0], ints[1], ints[2], floats[1], np.zeros((4, 1), np.float64))
         rem = row * 1  # a copy: numba forbids writing to the prange index
         for a in range(k - 2, -1, -1):
             idx[a] = rem % shape[a + 1]
@@ -471,38 +495,55 @@ def _varying_kernel(xp, pshape, shape, pad, crop, radius, exponent, out, rmax): 
         for j in range(nk):
             idx[k - 1] = j
             pix = row * nk + j
-            den1[0] = 1.0
-            for a in range(k):
-                r1[0] = radius[a, pix]
-                h1[0] = exponent[a, pix]
-                lo[a], hi[a] = _range(r1[0], idx[a], shape[a + 1], crop[a])
-                lo1[0], hi1[0] = lo[a], hi[a]
-                _gauss_table(w[a], rmax, r1, h1, lo1, hi1, 1, den1,
-                             scratch[0], scratch[1], scratch[2], scratch[3])  # fmt: skip
-            den = den1[0]
+            den = _pixel_tables(w, lo, hi, idx, radius, exponent, pix, shape, crop, rmax, one)
             base = b * pstride[0]
             for a in range(k):
                 base += (idx[a] + pad[a]) * pstride[a + 1]
-            for a in range(k - 1):
-                d[a] = lo[a]
-            total = 0.0
-            while True:  # odometer over the window's outer axes; the last axis is a row
-                w_outer = 1.0
-                offset = base
-                for a in range(k - 1):
-                    w_outer *= w[a, rmax + d[a], 0]
-                    offset += d[a] * pstride[a + 1]
-                row_sum = 0.0
-                for t in range(lo[k - 1], hi[k - 1] + 1):
-                    row_sum += w[k - 1, rmax + t, 0] * xp[offset + t]
-                total += w_outer * row_sum
-                a = k - 2
-                while a >= 0:
-                    d[a] += 1
-                    if d[a] <= hi[a]:
-                        break
-                    d[a] = lo[a]
-                    a -= 1
-                if a < 0:
-                    break
-            out[pix] = total / den
+            out[pix] = _window_sum(xp, base, pstride, lo, hi, d, w, rmax) / den
+
+
+@njit(cache=True, nogil=True)
+def _pixel_tables(
+    w, lo, hi, idx, radius, exponent, pix, shape, crop, rmax, one
+):  # pragma: no cover
+    """Pixel ``pix``'s window ``lo .. hi`` and weights ``w`` on every axis; returns the
+    weights' sum (the product of the axes').  ``one``: one pixel's scratch."""
+    r1, h1, lo1, hi1, den1, scratch = one
+    den1[0] = 1.0
+    for a in range(w.shape[0]):
+        r1[0] = radius[a, pix]
+        h1[0] = exponent[a, pix]
+        lo[a], hi[a] = _range(r1[0], idx[a], shape[a + 1], crop[a])
+        lo1[0], hi1[0] = lo[a], hi[a]
+        _gauss_table(w[a], rmax, r1, h1, lo1, hi1, 1, den1,
+                     scratch[0], scratch[1], scratch[2], scratch[3])  # fmt: skip
+    return den1[0]
+
+
+@njit(cache=True, nogil=True)
+def _window_sum(xp, base, pstride, lo, hi, d, w, rmax):  # pragma: no cover - jitted
+    """The weighted sum over one pixel's window: an odometer over the window's outer
+    axes, the last axis summed as a row."""
+    k = lo.shape[0]
+    for a in range(k - 1):
+        d[a] = lo[a]
+    total = 0.0
+    while True:
+        w_outer = 1.0
+        offset = base
+        for a in range(k - 1):
+            w_outer *= w[a, rmax + d[a], 0]
+            offset += d[a] * pstride[a + 1]
+        row_sum = 0.0
+        for t in range(lo[k - 1], hi[k - 1] + 1):
+            row_sum += w[k - 1, rmax + t, 0] * xp[offset + t]
+        total += w_outer * row_sum
+        a = k - 2
+        while a >= 0:
+            d[a] += 1
+            if d[a] <= hi[a]:
+                break
+            d[a] = lo[a]
+            a -= 1
+        if a < 0:
+            return total

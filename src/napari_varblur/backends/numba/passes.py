@@ -11,8 +11,7 @@ The fused sweep over the last two axes filters down the columns first (scipy's o
 from a ring of input rows that stays in cache, two output rows per sweep over the ring
 (each loaded row feeds both), straight into the middle of an extended row, and then
 along that row: no intermediate image and no copy of a filtered row.  Its masked twin
-also keeps the rows' flags and invalid columns, and sums the validity down the columns
-sparsely where few taps are invalid.
+is in :mod:`.masked_passes`.
 """
 
 from __future__ import annotations
@@ -21,12 +20,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ...core.masking import ratio
-from ...core.spec import BlurSpec
-from ...core.taps import (
-    AxisPass,
-    global_plan,
-)
+from ...core.taps import AxisPass
 from .common import FAST, kernel_array, parallel_section
 
 # ------------------------------------------------------------------- global sigma
@@ -81,46 +75,6 @@ def fused_last_two(x: np.ndarray, p0: AxisPass, p1: AxisPass) -> np.ndarray:
     return out.reshape(x.shape)
 
 
-def masked_global(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None:
-    """Global passes that include the fused last two axes: ``_fused_masked_kernel``
-    splits the image into its valid values and its validity and filters both along
-    the last two axes; other axes filter both sums, then they are divided.  (Passes
-    commute: also in constant mode, where a filtered fill plane is still the fill.)"""
-    passes = global_plan(spec)
-    if not fusable(passes, spec.image.ndim):
-        return None
-    fused = passes[-2:]
-    dtype = np.dtype(spec.precision)
-
-    def fills(p: AxisPass) -> tuple[float, float]:  # (values, validity) of fill taps
-        return (p.mode.fill(spec.cval), p.mode.fill(1.0)) if counts else (0.0, 0.0)
-
-    p0, p1 = fused
-    image = spec.image.astype(dtype, copy=False)
-    lines = kernel_array(image, dtype).reshape(-1, p0.n, p1.n)
-    flags = np.broadcast_to(valid, valid.shape[:-2] + spec.shape[-2:])
-    if flags.shape[:-2] != spec.shape[:-2]:  # varies along some batch axes only
-        flags = np.broadcast_to(flags, spec.shape)
-    flags = np.ascontiguousarray(flags).view(np.uint8).reshape(-1, p0.n, p1.n)
-    out = np.empty_like(lines)
-    den = np.empty_like(lines) if len(passes) > 2 else np.empty((0, 0, 0), dtype)
-    args = []
-    for p in fused:
-        fill, one = fills(p)
-        args += [p.source(), dtype.type(fill), p.weights.astype(dtype), p.scale.astype(dtype),
-                 dtype.type(one)]  # fmt: skip
-    with parallel_section():
-        _fused_masked_kernel(lines, flags, out, den, *args, p1.left, _fused_block(lines.shape))
-    if len(passes) == 2:
-        return out.reshape(spec.shape)
-    num, den = out.reshape(spec.shape), den.reshape(spec.shape)
-    for p in passes[:-2]:
-        fill, one = fills(p)
-        num = correlate(num, p.axis, p.source(), fill, p.weights, p.scale)
-        den = correlate(den, p.axis, p.source(), one, p.weights, p.scale)
-    return ratio(num, den)
-
-
 def _fused_block(shape: tuple[int, int, int]) -> int:
     """Output rows per job of a fused sweep: at least ``4 * threads`` jobs where the
     image has the rows, so the threads stay balanced on a shared machine, and at least
@@ -141,13 +95,6 @@ _FUSED_TAPS = 257
 #: Floats added to a ring row's stride so that the rows of a power-of-two image do not
 #: all fall into the same cache sets (64 bytes: one cache line).
 _RING_PAD = 16
-#: A row lists its invalid columns while they are at most one in this many; a masked
-#: window with more invalid taps than that share sums its validity densely.
-_HOLES_SHARE = 16
-#: Eight valid uint8 flags read as one word.
-_ALL_VALID = np.uint64(0x0101010101010101)
-
-
 # ------------------------------------------------------------------- the tap sums
 
 
@@ -454,183 +401,3 @@ def _fused_kernel(
                 _along(out[o, i + k], bufs[k], along, src1, left1, fill1, w1, sym1)
                 if scaled1:
                     _scale(out[o, i + k], scale1)
-
-
-@njit(parallel=True, cache=True, nogil=True, fastmath=FAST, error_model="numpy")
-def _fused_masked_kernel(
-    lines, valid, out, den_out, src0, fill0, w0, scale0, one0, src1, fill1, w1, scale1, one1,
-    left1, block,
-):  # pragma: no cover  # fmt: skip
-    """``_fused_kernel`` for a normalised convolution: the valid values (0 where
-    invalid: a NaN there is dropped, not multiplied) and the validity are filtered
-    alike and divided (0/0: NaN), or both sums kept (``out``, ``den_out``) when
-    ``den_out`` is not empty.  ``valid`` (uint8 flags) has one plane, or one per outer
-    index; ``one*`` is the validity of fill taps.
-
-    Each input row enters a ring of values, a ring of flags and a list of its invalid
-    columns; down the columns the validity is summed sparsely
-    (:func:`_validity_down`).  Crop's renormalisation cancels in the ratio: it is
-    applied to kept sums only.
-    """
-    outer, n0, n1 = out.shape
-    taps0 = w0.shape[0]
-    slots, stride = taps0 + 1, n1 + _RING_PAD
-    sym0, sym1 = _symmetric(w0), _symmetric(w1)
-    keep = den_out.shape[0] > 0
-    scaled0, scaled1 = keep and _scaled(scale0), keep and _scaled(scale1)
-    nblocks = (n0 + block - 1) // block
-    for job in prange(outer * nblocks):
-        o = job // nblocks
-        v = o if valid.shape[0] > 1 else 0
-        i0 = (job % nblocks) * block
-        i1 = min(n0, i0 + block)
-        values = np.empty((slots + 1) * stride, out.dtype)
-        flags = np.empty((slots + 1) * stride, np.uint8)
-        holes = np.empty((slots + 1, n1 // _HOLES_SHARE + 1), np.int64)
-        counts = np.empty(slots + 1, np.int64)
-        _enter_fill(values, flags, counts, slots * stride, n1, fill0, one0)
-        nums = np.empty((2, src1.shape[0]), out.dtype)
-        dens = np.empty((2, src1.shape[0]), out.dtype)
-        num_mids = (nums[0, left1 : left1 + n1], nums[1, left1 : left1 + n1])
-        den_mids = (dens[0, left1 : left1 + n1], dens[1, left1 : left1 + n1])
-        den = np.empty(n1, out.dtype)
-        low = np.empty(n1, np.int64)
-        start, along = np.empty(slots, np.int64), np.arange(w1.shape[0])
-        ring = (values, flags, holes, counts)
-        for e in range(i0, i0 + taps0 - 1):
-            _enter(ring, lines[o], valid[v], src0, e, slots, stride)
-        for i in range(i0, i1, 2):
-            rows = min(2, i1 - i)
-            for e in range(i + taps0 - 1, i + taps0 - 1 + rows):
-                _enter(ring, lines[o], valid[v], src0, e, slots, stride)
-            _ring_starts(start, src0, i, taps0 + rows - 1, slots, stride)
-            _weighted_sums(num_mids[0], num_mids[1], values, start, w0, sym0, rows == 2)
-            for k in range(rows):
-                _validity_down(den_mids[k], ring, start[k:], w0, stride, low)
-                if scaled0:
-                    num_mids[k][:] *= scale0[i + k]
-                    den_mids[k][:] *= scale0[i + k]
-                num = out[o, i + k]
-                if keep:
-                    den = den_out[o, i + k]
-                _along(num, nums[k], along, src1, left1, fill1, w1, sym1)
-                _along(den, dens[k], along, src1, left1, one1, w1, sym1)
-                if not keep:
-                    for c in range(n1):
-                        num[c] /= den[c]
-                elif scaled1:
-                    _scale(num, scale1)
-                    _scale(den, scale1)
-
-
-@njit(cache=True, nogil=True, fastmath=FAST)
-def _enter(ring, plane, ok_plane, src, e, slots, stride):  # pragma: no cover - jitted
-    """Input position ``e`` into its slot of the masked ring ``(values, flags, holes,
-    counts)``: its values (0 where invalid), its flags and the list of its invalid
-    columns (``counts[slot]`` of them, or -1 where they do not fit in ``holes``).
-    Nothing for a fill tap."""
-    values, flags, holes, counts = ring
-    if src[e] < 0:
-        return
-    row, ok = plane[src[e]], ok_plane[src[e]]
-    n, slot = row.shape[0], e % slots
-    dst, flag = values[slot * stride : slot * stride + n], flags[slot * stride : slot * stride + n]
-    zero = dst.dtype.type(0)
-    for c in range(n):  # vectorised: a select, no branch
-        flag[c] = ok[c]
-        dst[c] = row[c] if ok[c] != 0 else zero
-    # Eight flags at a time (a word of valid flags is 0x0101...01): only words with an
-    # invalid pixel are looked into.  No early exit: the list's last entry takes any
-    # overflow, which the count then marks.
-    listed, last = holes[slot], holes.shape[1] - 1
-    k = 0
-    whole = n - n % 8
-    words = ok[:whole].view(np.uint64)
-    for j in range(words.shape[0]):
-        if words[j] != _ALL_VALID:
-            for c in range(8 * j, 8 * j + 8):
-                if ok[c] == 0:
-                    listed[min(k, last)] = c
-                    k += 1
-    for c in range(whole, n):
-        if ok[c] == 0:
-            listed[min(k, last)] = c
-            k += 1
-    counts[slot] = k if k <= last else -1
-
-
-@njit(cache=True, nogil=True)
-def _enter_fill(values, flags, counts, at, n, fill, one):  # pragma: no cover - jitted
-    """The fill row of constant mode (the ring's last slot): ``fill``, valid where
-    ``one`` is not 0; an invalid fill row is not listed (it is never sparse)."""
-    values[at : at + n] = fill
-    flags[at : at + n] = 1 if one != 0 else 0
-    counts[counts.shape[0] - 1] = 0 if one != 0 else -1
-
-
-@njit(cache=True, nogil=True, fastmath=FAST)
-def _validity_down(dst, ring, start, w, stride, low):  # pragma: no cover - jitted
-    """``dst[c] = sum_t w[t] * flag_t[c]`` down the window ``start`` of the masked ring.
-
-    Where the window lists few invalid taps: the full weight less the invalid taps'
-    weights, a few scalar updates instead of a sweep per tap.  The columns that lose
-    more than half of their weight that way (``low``) are summed again tap by tap,
-    so cancellation never costs more than the rounding of a sum over half the weight.
-    """
-    flags, holes, counts = ring[1:]
-    taps = w.shape[0]
-    n = dst.shape[0]
-    invalid = 0
-    for t in range(taps):
-        k = counts[start[t] // stride]
-        if k < 0:
-            invalid = n * taps
-            break
-        invalid += k
-    if invalid * _HOLES_SHARE > n * taps:
-        _flag_sum(dst, flags, start, w)
-        return
-    nlow = 0
-    total = dst.dtype.type(0)
-    for t in range(taps):
-        total += w[t]
-    half = total * 0.5
-    dst[:] = total
-    for t in range(taps):
-        slot, wt = start[t] // stride, w[t]
-        for k in range(counts[slot]):
-            c = holes[slot, k]
-            before = dst[c]
-            dst[c] = before - wt
-            if before - wt < half <= before:  # crosses once: weights only go
-                low[nlow] = c
-                nlow += 1
-    for j in range(nlow):
-        c = low[j]
-        exact = dst.dtype.type(0)
-        for t in range(taps):
-            exact += w[t] * flags[start[t] + c]
-        dst[c] = exact
-
-
-@njit(cache=True, nogil=True, fastmath=FAST)
-def _flag_sum(dst, flags, start, w):  # pragma: no cover - jitted
-    """``dst[c] = sum_t w[t] * flags[start[t] + c]`` over uint8 flags (converted to
-    floats in the loop), four rows per sweep over ``dst``."""
-    n = dst.shape[0]
-    taps = w.shape[0]
-    f = dst.dtype.type
-    dst[:] = 0
-    t = 0
-    while t + 4 <= taps:
-        a0, a1 = _row(flags, start, t, n), _row(flags, start, t + 1, n)
-        a2, a3 = _row(flags, start, t + 2, n), _row(flags, start, t + 3, n)
-        w0, w1, w2, w3 = w[t], w[t + 1], w[t + 2], w[t + 3]
-        for c in range(n):
-            dst[c] += w0 * f(a0[c]) + w1 * f(a1[c]) + w2 * f(a2[c]) + w3 * f(a3[c])
-        t += 4
-    while t < taps:
-        a0, wt = _row(flags, start, t, n), w[t]
-        for c in range(n):
-            dst[c] += wt * f(a0[c])
-        t += 1
