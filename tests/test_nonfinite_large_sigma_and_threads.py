@@ -289,6 +289,23 @@ def test_jax_sigma_sweep_compiles_at_most_three_programs():
     assert jax_xla._varying_jit._cache_size() <= 3
 
 
+def test_an_infinite_cval_through_a_long_compensated_loop_stays_inf():
+    """JAX sums loops over more than 256 offsets with Kahan's compensation, whose step
+    ``(t - s) - y`` is ``inf - inf`` = NaN once the sum is inf: an infinite cval read by
+    a long window (sigma 43.5 along a length-1 axis, 263 offsets) gave NaN where every
+    other backend gives inf.  Found by the property sweep below."""
+    image = np.array([[-25.0, 13.0, 64.0]])
+    sigma = np.array([[[43.5, 1.03], [0.0, 0.0], [22.6, 0.95]]])
+    expected = reference(image, sigma, mode="constant", cval=np.inf)
+    assert np.isinf(expected[0, 0]) and np.isinf(expected[0, 2]) and np.isfinite(expected[0, 1])
+    for backend in FAST_BACKENDS:
+        for precision in ("float32", "float64"):
+            out = gaussian_blur(image, sigma, mode="constant", cval=np.inf, backend=backend,
+                                precision=precision)  # fmt: skip
+            np.testing.assert_array_equal(np.isinf(out), np.isinf(expected))
+            assert not np.isnan(out).any(), (backend, precision, out)
+
+
 # ---------------------------------------------------------------- property sweeps
 
 

@@ -343,7 +343,7 @@ class BlurSpec:
     precision: np.dtype
     tolerance: float | None = None
     mask: Any = None
-    nan_policy: str = "propagate"
+    nan_policy: str = NAN_POLICIES[0]
 
     @property
     def masked(self) -> bool:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 from napari.layers import Image, Layer
 
+from ..core.params import DEFAULT
 from ..core.spec import is_dask_array, normalize_axes
 
 #: How the blurred axes are chosen from a layer.
@@ -79,7 +80,9 @@ def level_choices(layer: Image) -> list[tuple[str, int]]:
             for k, shape in enumerate(layer.level_shapes)]  # fmt: skip
 
 
-def default_level(layer: Image, precision: str = "float32", available: int | None = None) -> int:
+def default_level(
+    layer: Image, precision: str = DEFAULT.precision, available: int | None = None
+) -> int:
     """The finest level of a multiscale layer whose blur fits in memory: its data, its
     result and one scratch copy in ``precision`` within half of the ``available`` bytes
     (default: what the machine has free now); the coarsest if none does."""

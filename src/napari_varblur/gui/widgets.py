@@ -16,7 +16,7 @@ from napari.utils.notifications import show_info
 
 from .. import engine
 from ..core.options import BlurOptions
-from ..core.params import help_of
+from ..core.params import DEFAULT, help_of
 from ..core.steps import map_steps
 from ..engine import compiling, planner, warmup
 from .forms import (
@@ -188,7 +188,7 @@ class BlurWidget(_BlurForm):
     run_text = "Blur"
 
     def __init__(self, viewer: napari.viewer.Viewer) -> None:
-        self.backend = ComboBox(choices=backend_choices(), value="auto", label="backend",
+        self.backend = ComboBox(choices=backend_choices(), value=DEFAULT.backend, label="backend",
                                 tooltip=help_of("backend") + AUTO_TIP)  # fmt: skip
         self.difference = CheckBox(
             value=False, text="add difference layer",

@@ -106,13 +106,15 @@ def running_sum(value, compensated: bool):
 
 def add(total, term):
     """``total + term`` for a :func:`running_sum`; Kahan's step for a pair (``c`` holds
-    the rounding error of the last addition, taken off the next term)."""
+    the rounding error of the last addition, taken off the next term; none once the
+    sum is inf or NaN, which it then stays, as a plain sum would)."""
     if not isinstance(total, tuple):
         return total + term
     s, c = total
     y = term - c
     t = s + y
-    return t, (t - s) - y
+    # An infinite sum has no rounding error to carry: (inf - inf) - y would be NaN.
+    return t, jnp.where(jnp.isfinite(t), (t - s) - y, 0)
 
 
 def sum_value(total):
