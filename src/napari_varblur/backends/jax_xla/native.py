@@ -9,6 +9,8 @@ in float32 (:func:`.gather.float64_ceil_product`).
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -73,8 +75,11 @@ def traced_map(image: jax.Array, spec: BlurSpec) -> jax.Array:
                         spec.modes, tuple(layout))  # fmt: skip
 
 
+@partial(jax.jit, static_argnames=("blurred", "cval", "modes", "layout"))
 def _run_varying(image, blurred, radius, exponent, cval, modes, layout):
-    """Blur in the working layout (batch axes flattened first, blurred axes last)."""
+    """Blur in the working layout (batch axes flattened first, blurred axes last): one
+    compiled program per shape and layout, which another map of the same shapes (and
+    radius) runs again."""
     work = working_layout(image, blurred)
     radius = jnp.stack([working_layout(r, blurred) for r in radius])
     exponent = jnp.stack([working_layout(e, blurred) for e in exponent])
@@ -111,23 +116,29 @@ def traced_levels(image: jax.Array, spec: BlurSpec, plan: LevelPlan) -> jax.Arra
 def _mix_levels(image, spec: BlurSpec, lv: AxisLevels, used: np.ndarray, k, t) -> jax.Array:
     """``sum_l w_l(p) * blur_l(image)(p)`` over the levels ``used``: one separable blur
     per level in a loop, ``w_l = 1 - t`` where ``k == l`` and ``t`` where ``k == l - 1``
-    (``k`` indexes ``used``).  Each axis's passes come from the level engine's table."""
+    (``k`` indexes ``used``).  Each axis's passes come from the level engine's table;
+    they go in as arguments of one compiled program (shapes static), so another map or
+    image of the same shapes runs it again without compiling."""
     dtype = image.dtype
-    passes = []
+    layout, tables = [], []
     for i, mode in enumerate(spec.modes):
         table = level_table(spec, i, lv, used, dtype)
         reach, taps, radii = table.centred
-        passes.append((table.axis, table.n, mode, reach, jnp.asarray(taps, dtype),
-                       jnp.asarray(radii), jnp.asarray(table.scale, dtype),
-                       jnp.asarray(mode.fill(spec.cval), dtype)))  # fmt: skip
+        layout.append((table.axis, table.n, mode, reach))
+        scale, fill = jnp.asarray(table.scale, dtype), jnp.asarray(mode.fill(spec.cval), dtype)
+        tables.append((jnp.asarray(taps, dtype), jnp.asarray(radii), scale, fill))
+    return _mix(image, k, t, tuple(tables), layout=tuple(layout))
 
+
+@partial(jax.jit, static_argnames=("layout",))
+def _mix(image, k, t, tables, *, layout):
     def body(level, acc):
         y = image
-        for axis, n, mode, reach, taps, radii, scale, fill in passes:
+        for (axis, n, mode, reach), (taps, radii, scale, fill) in zip(layout, tables):
             y = correlate_axis(y, axis, n, mode, reach, taps[level], scale[level], fill,
                                radius=radii[level])  # fmt: skip
         w = level_weight(k, t, level, jnp)
         # `where`, not a product: a NaN the pixel does not mix must not reach it.
         return acc + jnp.where(w != 0, w * y, 0)
 
-    return jax.lax.fori_loop(0, len(used), body, jnp.zeros_like(image))
+    return jax.lax.fori_loop(0, tables[0][0].shape[0], body, jnp.zeros_like(image))
