@@ -156,3 +156,12 @@ def test_public_signatures_take_the_declared_defaults_and_docs():
                 default = declared[name].default
                 assert parameter.default == default, (function.__qualname__, name)
         assert "%(" not in function.__doc__, function.__qualname__
+
+
+def test_the_performance_tables_are_generated_from_the_results():
+    """``docs/performance.md`` and ``docs/gpu.md`` show what ``benchmarks/results/``
+    holds: ``benchmarks/tables.py`` regenerates them."""
+    script = ROOT / "benchmarks" / "tables.py"
+    out = subprocess.run([sys.executable, str(script), "--check"], cwd=ROOT,
+                         capture_output=True, text=True)  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr

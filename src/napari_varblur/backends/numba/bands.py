@@ -46,26 +46,18 @@ _JOB = 16
 
 @dataclass(frozen=True)
 class _Slot:
-    """One slot's pass for every used level, padded into arrays (row ``j``: level
-    ``j`` of the plan's ``levels``): source indices, taps, their count, the offset of
-    the first tap (``left``), scale, fill, and the first and last source index each
-    output reads."""
+    """One slot's pass for every used level: the level engine's table of its axis (row
+    ``j``: level ``j`` of the plan's ``levels``), and the first and last source index
+    each output reads."""
 
-    src: np.ndarray
-    weights: np.ndarray
-    taps: np.ndarray
-    left: np.ndarray
-    scale: np.ndarray
-    fill: np.ndarray
+    table: LevelTable
     lo: np.ndarray
     hi: np.ndarray
 
     @classmethod
     def of(cls, table: LevelTable) -> _Slot:
-        """A slot from the level engine's table of its axis (rows: the used levels)."""
         lo, hi = band_runs.reach(table.src, table.taps, table.n, table.left)
-        return cls(table.src, table.weights, table.taps, table.left, table.scale, table.fill,
-                   lo, hi)  # fmt: skip
+        return cls(table, lo, hi)
 
 
 @dataclass(frozen=True)
@@ -123,7 +115,7 @@ def plan(spec: BlurSpec, levels: AxisLevels) -> BandPlan | None:
         _Slot.of(level_table(spec, spec.axes.index(a), levels, used, dtype)) for a in axes
     ]
     runs = _slot_runs(runs3, slots, shape4)
-    taps = sum(r.work(s.taps) for r, s in zip(runs, slots) if r is not None)
+    taps = sum(r.work(s.table.taps) for r, s in zip(runs, slots) if r is not None)
     nruns = sum(len(r.lines) for r in runs if r is not None)
     return BandPlan(axes, shape4, k, t, used, tuple(slots), runs, taps, nruns)
 
@@ -150,7 +142,11 @@ def blur(spec: BlurSpec, bands: BandPlan) -> np.ndarray:
 
 def _args(slot: _Slot, runs: _Runs) -> tuple:
     return (runs.ptr, runs.lines, runs.starts, runs.stops,
-            slot.src, slot.weights, slot.taps, slot.left, slot.scale, slot.fill)  # fmt: skip
+            *_table(slot.table))  # fmt: skip
+
+
+def _table(t: LevelTable) -> tuple:
+    return t.src, t.weights, t.taps, t.left, t.scale, t.fill
 
 
 def _pass_order(spec: BlurSpec, sigma: np.ndarray) -> tuple[int, ...]:
