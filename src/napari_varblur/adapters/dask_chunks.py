@@ -25,16 +25,25 @@ from ..core.spec import BlurSpec
 from ..core.taps import global_radius
 from ..engine import router
 
-__all__ = ["blur_lazy"]
+__all__ = ["blur_lazy", "overlap_map"]
 
 
 def blur_lazy(spec: BlurSpec):
     """Lazy blur of a validated spec whose image (or map) is a dask array."""
+    # A scatter's kept pixels receive from pixels up to a radius away, whose own windows
+    # (their normalisers) reach a radius further: twice the halo.
+    return overlap_map(spec, router.blur, 2 if spec.model == "scatter" else 1)
+
+
+def overlap_map(spec: BlurSpec, run, reach: int):
+    """Lazy ``run(chunk_spec, pad_floor=...)`` over the chunks of a validated spec whose
+    image (or map) is a dask array, each chunk with a halo of ``reach`` times the
+    largest radius (and the map and mask chunked alike)."""
     import dask.array as da
 
     image = da.asarray(spec.image)
     depths = _depths(spec)
-    image, depth, boundary = _overlap(image, spec, depths)
+    image, depth, boundary = _overlap(image, spec, depths, reach)
     # Each chunk runs the router on this spec with its own blocks: validated once, here.
     # "raise" was checked on the whole array: the chunks propagate.
     template = replace(spec, image=None, sigma_map=None, mask=None,
@@ -47,13 +56,13 @@ def blur_lazy(spec: BlurSpec):
     overlap = dict(depth=depth, boundary=boundary, dtype=spec.precision,
                    meta=np.empty((0,) * image.ndim, dtype=spec.precision))  # fmt: skip
     if spec.sigma is not None:
-        return da.map_overlap(_blur_block, image, *masks, template=template, **overlap)
+        return da.map_overlap(_blur_block, image, *masks, template=template, run=run, **overlap)
     # The map goes in as arrays shaped like the image (one per axis for a per-axis map):
     # dask aligns arrays of different ndim by their trailing axes, which would misplace
     # a map's extra axis.
     parts = spec.sigma_map[:1] if spec.isotropic else spec.sigma_map
     parts = [da.broadcast_to(da.asarray(p), image.shape).rechunk(image.chunks) for p in parts]
-    return da.map_overlap(_map_block, image, *masks, *parts, template=template,
+    return da.map_overlap(_map_block, image, *masks, *parts, template=template, run=run,
                           pads=tuple(depths), masked=bool(masks), **overlap)  # fmt: skip
 
 
@@ -71,14 +80,15 @@ def _depths(spec: BlurSpec) -> list[int]:
     return out
 
 
-def _overlap(image, spec: BlurSpec, depths: list[int]) -> tuple[Any, dict, dict]:
-    """Rechunk so each chunk holds its halo; return the image, depths and boundaries."""
+def _overlap(image, spec: BlurSpec, depths: list[int], reach: int) -> tuple[Any, dict, dict]:
+    """Rechunk so each chunk holds its halo (``reach`` times ``depths``); return the
+    image, depths and boundaries."""
     from dask.array.overlap import ensure_minimum_chunksize
 
     depth = {a: 0 for a in range(image.ndim)}
     boundary: dict[int, Any] = {a: "none" for a in range(image.ndim)}
     for i, axis in enumerate(spec.axes):
-        depth[axis] = depths[i]
+        depth[axis] = min(reach * depths[i], image.shape[axis])
         if depths[i]:
             boundary[axis] = spec.modes[i].dask_boundary
     # A chunk must hold its halo: merge chunks thinner than the depth (an axis not
@@ -98,14 +108,14 @@ def _overlap(image, spec: BlurSpec, depths: list[int]) -> tuple[Any, dict, dict]
     return image, depth, boundary
 
 
-def _blur_block(block, *mask, template: BlurSpec):
-    return router.blur(replace(template, image=block, mask=mask[0] if mask else None))
+def _blur_block(block, *mask, template: BlurSpec, run):
+    return run(replace(template, image=block, mask=mask[0] if mask else None))
 
 
-def _map_block(block, *blocks, template: BlurSpec, pads, masked):
+def _map_block(block, *blocks, template: BlurSpec, run, pads, masked):
     """Blur one chunk with its parts of the mask (first, when ``masked``) and the map;
     the padding is the array's largest radius on every chunk, so equal chunk shapes
     give equal compiled programs."""
     mask, parts = (blocks[0], blocks[1:]) if masked else (None, blocks)
     maps = parts * len(template.axes) if template.isotropic else parts
-    return router.blur(replace(template, image=block, sigma_map=maps, mask=mask), pad_floor=pads)
+    return run(replace(template, image=block, sigma_map=maps, mask=mask), pad_floor=pads)

@@ -47,6 +47,7 @@ def gaussian_blur(
     mask: jax.Array | np.ndarray | None = DEFAULT.mask,
     nan_policy: str = DEFAULT.nan_policy,
     channel_axis: int | None = DEFAULT.channel_axis,
+    model: str = DEFAULT.model,
 ) -> jax.Array:
     """Gaussian blur of a JAX array with a global sigma or a sigma map.
 
@@ -89,6 +90,8 @@ def gaussian_blur(
         non-zero value is valid); ``nan_policy="raise"`` needs a concrete image.
     channel_axis
         %(channel_axis)s
+    model
+        %(model)s  Differentiable too (``jax.linear_transpose`` of the gather).
 
     Returns
     -------
@@ -112,9 +115,12 @@ def gaussian_blur(
         spec = BlurSpec.checked(image, host, options, mask)
     run = native.runner(spec)
     fill, omit = spec.cval, spec.nan_policy == "omit"
+    valid = None if spec.mask is None else jnp.asarray(spec.mask)
+    if spec.model == "scatter":
+        return masked.transposed(image, valid, fill, omit, run, native.transpose(run, image),
+                                 dtype=image.dtype, xp=jnp)  # fmt: skip
     if spec.mask is None and not omit:
         return run(image, fill)
-    valid = None if spec.mask is None else jnp.asarray(spec.mask)
     return masked.normalized_convolution(image, valid, fill, omit, run, dtype=image.dtype,
                                          xp=jnp)  # fmt: skip
 

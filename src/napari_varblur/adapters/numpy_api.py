@@ -29,6 +29,7 @@ def gaussian_blur(
     mask: npt.ArrayLike | None = DEFAULT.mask,
     nan_policy: str = DEFAULT.nan_policy,
     channel_axis: int | None = DEFAULT.channel_axis,
+    model: str = DEFAULT.model,
 ) -> np.ndarray:
     """Gaussian blur with a global sigma or a per-pixel sigma map.
 
@@ -60,6 +61,8 @@ def gaussian_blur(
         %(nan_policy)s
     channel_axis
         %(channel_axis)s
+    model
+        %(model)s
     Returns
     -------
     numpy.ndarray or dask.array.Array

@@ -31,7 +31,8 @@ from .arguments import (
 
 #: The library's parameters ``varblur blur`` takes, in the order ``--help`` lists them.
 DECLARED = ("sigma", "sigma_map", "mask", "nan_policy", "mode", "cval", "truncate", "axes",
-            "channel_axis", "backend", "precision", "tolerance", "world_units")  # fmt: skip
+            "channel_axis", "backend", "precision", "tolerance", "world_units",
+            "model")  # fmt: skip
 #: What the command line adds to a parameter's help.
 NOTES = {
     "mask": "; a file in any INPUT format",

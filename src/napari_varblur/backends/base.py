@@ -49,12 +49,17 @@ class Backend:
     name
         The name users pass as ``backend=``.
     global_blur
-        ``global_blur(spec)``: separable passes of a global-sigma spec; a new array of
-        ``spec.precision``.
+        ``global_blur(spec, plan=None)``: separable passes of a global-sigma spec (the
+        :class:`~napari_varblur.core.taps.AxisPass` list ``plan``, else the spec's own);
+        a new array of ``spec.precision``.
     gather
         ``gather(spec, pad_floor)``: the exact per-pixel blur of a sigma-map spec.
         ``pad_floor`` raises each axis's padding (the chunks of one dask array share
         static shapes).
+    scatter
+        ``scatter(spec, pad_floor)``: the exact transpose of ``gather`` (its linear
+        part), or ``None`` where it has none for this spec; ``None``: no scatter at all
+        (the engine then runs the reference's).
     correlate
         The 1-D pass the level walk runs (:data:`Correlate`), or ``None``.  The router
         walks levels only on backends that also have a cost table
@@ -75,10 +80,11 @@ class Backend:
     """
 
     name: str
-    global_blur: Callable[[BlurSpec], np.ndarray]
+    global_blur: Callable[..., np.ndarray]
     gather: Callable[[BlurSpec, tuple[int, ...] | None], np.ndarray]
     describe: Callable[[], str]
     device_name: Callable[[], str]
+    scatter: Callable[[BlurSpec, tuple[int, ...] | None], np.ndarray | None] | None = None
     correlate: Correlate | None = None
     masked: FusedMasked | None = None
     bands: Bands | None = None

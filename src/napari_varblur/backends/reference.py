@@ -9,7 +9,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.spec import BlurSpec
-from ..core.taps import MapAxis, extend_along, global_plan, map_plan, shape_along
+from ..core.taps import (
+    AxisPass,
+    MapAxis,
+    extend_along,
+    fold_along,
+    global_plan,
+    map_plan,
+    shape_along,
+)
 from .base import Backend
 
 
@@ -21,9 +29,9 @@ def device_name() -> str:
     return "cpu (float64 numpy)"
 
 
-def global_blur(spec: BlurSpec) -> np.ndarray:
+def global_blur(spec: BlurSpec, plan: list[AxisPass] | None = None) -> np.ndarray:
     x = spec.image.astype(np.float64)
-    for p in global_plan(spec):
+    for p in global_plan(spec) if plan is None else plan:
         x = correlate(x, p.axis, p.source(), p.fill, p.weights, p.scale)
     return x.astype(spec.precision)
 
@@ -31,6 +39,12 @@ def global_blur(spec: BlurSpec) -> np.ndarray:
 def gather(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray:
     x = _varying_blur(spec.image.astype(np.float64), map_plan(spec, pad_floor))
     return x.astype(spec.precision)
+
+
+def scatter(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray:
+    """The exact transpose of :func:`gather` (its linear part)."""
+    y = _varying_scatter(spec.image.astype(np.float64), map_plan(spec, pad_floor))
+    return y.astype(spec.precision)
 
 
 def _along(axis: int, ndim: int, index: object) -> tuple:
@@ -100,12 +114,46 @@ def _varying_blur(x: np.ndarray, plan: list[MapAxis]) -> np.ndarray:
     return numerator / denominator
 
 
+def _varying_scatter(y: np.ndarray, plan: list[MapAxis]) -> np.ndarray:
+    """The transpose of :func:`_varying_blur`: every pixel's value over its own
+    normaliser, spread over the extended image offset by offset with its own weights,
+    then the extension folded back (the last axis extended is folded first)."""
+    radii = [m.radius() for m in plan]
+    exponents = [m.exponent() for m in plan]
+    denominator = np.ones(y.shape)
+    for m, r, h in zip(plan, radii, exponents):
+        total = sum(_tap_weight(m, d, r, h, y.ndim)[0] for d in range(-m.pad, m.pad + 1))
+        denominator = denominator * total
+    z = y / denominator
+    shape = list(y.shape)
+    for m in plan:
+        shape[m.axis] = m.n + 2 * m.pad
+    ext = np.zeros(shape)
+
+    def visit(a: int, w: np.ndarray, count: np.ndarray, window: list) -> None:
+        if a == len(plan):
+            ext[tuple(window)] += np.where(count, w * z, 0.0)
+            return
+        m = plan[a]
+        for t, d in enumerate(range(-m.pad, m.pad + 1)):
+            w_d, c_d = _tap_weight(m, d, radii[a], exponents[a], y.ndim)
+            window[m.axis] = slice(t, t + m.n)
+            visit(a + 1, w * w_d, count & c_d, window)
+
+    with np.errstate(invalid="ignore"):
+        visit(0, np.ones(y.shape), np.ones(y.shape, dtype=bool), [slice(None)] * y.ndim)
+    for m in reversed(plan):
+        ext = fold_along(ext, m.axis, m.source(), m.n)
+    return ext
+
+
 #: The oracle always gathers: the router walks levels only for backends with a cost table
 #: (``correlate`` serves tests that run the walk with float64 NumPy passes).
 BACKEND = Backend(
     name="reference",
     global_blur=global_blur,
     gather=gather,
+    scatter=scatter,
     correlate=correlate,
     describe=describe,
     device_name=device_name,

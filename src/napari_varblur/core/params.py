@@ -30,6 +30,9 @@ PRECISIONS: tuple[str, ...] = ("float32", "float64")
 #: scipy.stats' names: keep NaN/inf (they spread over their windows), leave them out
 #: like masked pixels, or refuse them.
 NAN_POLICIES: tuple[str, ...] = ("propagate", "omit", "raise")
+#: How the blur spreads: each output averages its window with its own sigma (gather),
+#: or each input spreads its value with its own sigma (scatter: the exact transpose).
+MODELS: tuple[str, ...] = ("gather", "scatter")
 #: What a mask's non-zero pixels mark in the adapters (CLI, napari).
 MASK_MARKS: tuple[str, ...] = ("valid", "invalid")
 #: napari's accuracy choices: the exact contract, or a tolerance (share of the range).
@@ -226,6 +229,24 @@ _BLUR = (
         widget={"kind": "choice", "label": "NaN policy", "advanced": True},
     ),
     Param(
+        "model",
+        '``"gather"`` (default): each output pixel averages its neighbourhood with its\n'
+        'own sigma (the contract\'s blur).  ``"scatter"``: each input pixel spreads its\n'
+        "value with its own sigma over the pixels its window reaches, keeping its flux\n"
+        "(the model of a point source whose blur depends on where it is: what a bead\n"
+        "shows).  For the same arguments ``scatter`` is exactly the transpose of\n"
+        "``gather`` as a linear map of the image (for ``constant`` mode, of its linear\n"
+        "part: the fill is left out); with a ``mask`` it is the transpose of the masked\n"
+        "(normalised) gather, zero at masked pixels.  The two agree for a global sigma\n"
+        "away from the border.\n",
+        "gather: each output averages its window with its own sigma; scatter: each input "
+        "spreads its value with its own sigma (the exact transpose: a point source's blur)",
+        default="gather",
+        choices=MODELS,
+        cli={"choices": MODELS},
+        widget={"kind": "choice", "label": "model", "advanced": True},
+    ),
+    Param(
         "channel_axis",
         "The axis of colour or other channels (scikit-image's convention): never\n"
         "blurred.  With ``axes=None`` every other axis is blurred; ``axes`` that include\n"
@@ -376,6 +397,77 @@ _FIT = (
 )
 
 
+#: ``deblur``'s own parameters.
+DEBLUR_METHODS: tuple[str, ...] = ("richardson_lucy", "rl_tv")
+_DEBLUR = (
+    Param(
+        "iterations",
+        "How many iterations to run at most (an integer >= 1).  Richardson-Lucy sharpens\n"
+        "with every iteration and, on noisy data, amplifies noise after a while: tens of\n"
+        "iterations are typical (more with ``rl_tv``, which holds the noise back).\n",
+        "iterations to run at most (>= 1; tens are typical)",
+        cli={"type": int, "required": True, "metavar": "N"},
+        widget={"kind": "int", "label": "iterations", "value": 30, "min": 1, "max": 100_000},
+    ),
+    Param(
+        "method",
+        '``"richardson_lucy"``: the maximum-likelihood iteration for Poisson noise.\n'
+        '``"rl_tv"``: Dey et al.\'s Richardson-Lucy with total-variation regularisation\n'
+        "(weight ``regularization``), which keeps noise from growing with the iterations;\n"
+        "identical to ``richardson_lucy`` at ``regularization=0``.\n",
+        "richardson_lucy: Poisson maximum likelihood; rl_tv: with total-variation "
+        "regularisation (keeps noise down)",
+        default="richardson_lucy",
+        choices=DEBLUR_METHODS,
+        cli={"choices": DEBLUR_METHODS},
+        widget={"kind": "choice", "label": "method"},
+    ),
+    Param(
+        "regularization",
+        "The total-variation weight of ``rl_tv`` (>= 0; 0.001-0.01 typical: larger\n"
+        "flattens more).  The term is divided by the pixel spacing per axis.\n",
+        "rl_tv's total-variation weight (>= 0; 0.001-0.01 typical)",
+        default=0.0,
+        cli={"type": float},
+        widget={"kind": "text", "label": "regularisation", "value": "0.002"},
+    ),
+    Param(
+        "acceleration",
+        "Biggs-Andrews acceleration: each iteration starts from a step extrapolated\n"
+        "along the last two (fewer iterations for the same sharpness).\n",
+        "Biggs-Andrews acceleration (fewer iterations for the same result)",
+        default=False,
+        cli={"action": "store_true"},
+        widget={"kind": "check", "text": "accelerate (Biggs-Andrews)", "advanced": True},
+    ),
+    Param(
+        "pixel_spacing",
+        "The pixel spacing along each blurred axis (one number, or one per axis), for\n"
+        "``rl_tv``'s gradients on anisotropic data (e.g. z steps larger than the pixels).\n",
+        "pixel spacing per blurred axis, for rl_tv on anisotropic data",
+        default=None,
+        cli={"type": float, "nargs": "+", "metavar": "D"},
+    ),
+    Param(
+        "stop",
+        "Stop before ``iterations`` once an iteration changes the estimate by less than\n"
+        "this share (sum of absolute changes over the sum of the estimate); ``None``: run\n"
+        "every iteration.\n",
+        "stop once an iteration changes the estimate by less than this share (e.g. 1e-4)",
+        default=None,
+        cli={"type": float},
+        widget={"kind": "text", "label": "stop at change", "advanced": True},
+    ),
+    Param(
+        "callback",
+        "Called as ``callback(iteration, estimate)`` after each iteration (1-based; the\n"
+        "estimate is read-only): for progress, or to stop early by returning ``True``.\n",
+        "called after each iteration; return True to stop",
+        default=None,
+    ),
+)
+
+
 def _table(*params: Param) -> Mapping[str, Param]:
     return MappingProxyType({p.name: p for p in params})
 
@@ -407,9 +499,31 @@ FIT_PARAMS: Mapping[str, Param] = _table(
     *_FIT,
 )
 
+#: ``deblur``'s parameters: its own, and those of the blur it undoes (``mask``: the
+#: observed pixels that carry weight; ``model``: which of the two blurs it undoes).
+DEBLUR_PARAMS: Mapping[str, Param] = _table(
+    *(p for p in PARAMS.values() if p.name not in ("model", "mask")),
+    PARAMS["mask"].but(
+        doc="Non-zero marks an observed pixel that counts; the others (and, with\n"
+        '``nan_policy="omit"``, NaN and inf pixels) carry no weight in the data term:\n'
+        "the estimate there is what the counted pixels around them say.\n",
+        help="non-zero marks an observed pixel that counts (the others carry no weight)",
+    ),
+    PARAMS["model"].but(
+        doc='The blur to undo: ``"gather"`` (default), the contract\'s blur, or\n'
+        '``"scatter"``, its transpose (each point spreads with the sigma where it sits:\n'
+        "what a bead-measured map describes).\n",
+        widget={"kind": "choice", "label": "model"},
+    ),
+    *_DEBLUR,
+)
+
 #: The settings a blur carries from an adapter to the engine (:class:`BlurOptions`).
 BLUR_OPTIONS = ("mode", "cval", "truncate", "radius", "axes", "backend", "precision",
-                "tolerance", "nan_policy", "channel_axis")  # fmt: skip
+                "tolerance", "nan_policy", "channel_axis", "model")  # fmt: skip
+#: Those of a deblur (:class:`DeblurOptions`): the blur's, and its own.
+DEBLUR_OPTIONS = (*BLUR_OPTIONS, "iterations", "method", "regularization", "acceleration",
+                  "pixel_spacing", "stop")  # fmt: skip
 #: Those of a fit (:class:`FitOptions`).
 FIT_OPTIONS = ("mode", "truncate", "axes", "nan_policy", "per_axis", "spacing", "smoothness",
                "max_steps", "tol", "max_error", "intensity")  # fmt: skip
@@ -426,6 +540,8 @@ class Defaults:
 DEFAULT = Defaults(PARAMS)
 #: ``fit_sigma_map``'s defaults.
 FIT_DEFAULT = Defaults(FIT_PARAMS)
+#: ``deblur``'s defaults.
+DEBLUR_DEFAULT = Defaults(DEBLUR_PARAMS)
 
 
 def help_of(name: str, params: Mapping[str, Param] = PARAMS) -> str:
@@ -448,6 +564,7 @@ def docfiller(params: Mapping[str, Param]) -> Callable[[Callable], Callable]:
 #: The blur's docstring filler (``@fill_doc``); ``fill_fit_doc`` for the fit's.
 fill_doc = docfiller(PARAMS)
 fill_fit_doc = docfiller(FIT_PARAMS)
+fill_deblur_doc = docfiller(DEBLUR_PARAMS)
 
 
 def select(params: Mapping[str, Param], names: Iterable[str]) -> list[Param]:

@@ -30,7 +30,7 @@ from .checks import (
 )
 from .modes import Mode, canonical_mode
 from .options import BlurOptions
-from .params import BACKENDS, NAN_POLICIES, PRECISIONS
+from .params import BACKENDS, MODELS, NAN_POLICIES, PRECISIONS
 from .rules import MAX_GLOBAL_RADIUS, radius_of
 from .shapes import broadcasts
 from .sigma import map_with_channel_axis, normalize_sigma
@@ -344,6 +344,8 @@ class BlurSpec:
     tolerance: float | None = None
     mask: Any = None
     nan_policy: str = NAN_POLICIES[0]
+    #: ``"gather"`` or ``"scatter"`` (the transpose).
+    model: str = MODELS[0]
 
     @property
     def masked(self) -> bool:
@@ -409,6 +411,7 @@ class BlurSpec:
             tolerance=options["tolerance"],
             mask=valid,
             nan_policy=options["nan_policy"],
+            model=options["model"],
         )
 
 
@@ -441,4 +444,5 @@ def normalize_options(ndim: int, options: BlurOptions) -> dict:
         nan_policy=normalize_nan_policy(options.nan_policy),
         precision=normalize_precision(options.precision),
         backend=normalize_backend(options.backend),
+        model=choice("model", options.model, MODELS, "model"),
     )

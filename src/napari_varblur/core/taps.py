@@ -195,6 +195,29 @@ def extend_along(x: np.ndarray, axis: int, source: np.ndarray, fill: float) -> n
     return ext
 
 
+def fold_along(ext: np.ndarray, axis: int, source: np.ndarray, n: int) -> np.ndarray:
+    """The transpose of :func:`extend_along`: position ``j`` of ``ext`` along ``axis``
+    adds into position ``source[j]`` of a new array of length ``n`` there (float64);
+    positions that read no pixel (-1: a fill tap) are dropped.  The run where
+    ``source`` is a plain shift is one slice; the folded ends go one slab at a time."""
+    source = np.asarray(source)
+    shape = ext.shape[:axis] + (n,) + ext.shape[axis + 1 :]
+    out = np.zeros(shape, np.float64)
+    at = lambda index: (slice(None),) * axis + (index,)  # noqa: E731
+    kept = np.flatnonzero(source >= 0)
+    if not kept.size:
+        return out
+    shift = kept - source[kept]
+    run = kept[shift == np.bincount(shift - shift.min()).argmax() + shift.min()]
+    lo, hi = int(run[0]), int(run[-1]) + 1
+    if np.all(source[lo:hi] == np.arange(lo, hi) - (lo - source[lo])):
+        out[at(slice(source[lo], source[lo] + hi - lo))] += ext[at(slice(lo, hi))]
+        kept = kept[(kept < lo) | (kept >= hi)]
+    for j in kept:
+        out[at(int(source[j]))] += ext[at(int(j))]
+    return out
+
+
 def padding_order(modes: Sequence[Mode]) -> list[int]:
     """The order in which to extend a map blur's axes (given their modes): crop axes
     last, so that the corners they share with another axis's extension are zeros too

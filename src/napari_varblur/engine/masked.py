@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..core.masking import fill_counts, numerator, ratio, valid_pixels
+from ..core.rules import share_floor
 from ..core.spec import BlurSpec
 
 
@@ -90,3 +91,31 @@ def denominator_shape(spec: BlurSpec, valid: Any) -> tuple[int, ...]:
         )
         shape.append(1 if constant else n)
     return tuple(shape)
+
+
+def transposed(
+    y: Any,
+    mask: Any,
+    cval: float,
+    omit: bool,
+    run: Callable[[Any, float], Any],
+    run_t: Callable[[Any], Any],
+    *,
+    dtype,
+    xp=np,
+) -> Any:
+    """The transpose of :func:`normalized_convolution`'s linear part (validity fixed):
+    ``valid * run_t(y / den)``, ``den = run(valid, fill)`` the blurred validity; where
+    ``den`` is below the contract's floor (a pixel the masked gather leaves NaN) the
+    pixel adds nothing.  ``run_t`` is the plain scatter (the transpose of ``run``'s
+    linear part).  ``omit``: non-finite values of ``y`` add nothing, and a non-finite
+    ``cval``'s fill taps do not count."""
+    if omit and xp.issubdtype(y.dtype, xp.floating):
+        y = xp.where(xp.isfinite(y), y, 0)
+    if mask is None:
+        return run_t(y)
+    valid = xp.broadcast_to(mask, y.shape)
+    den = run(valid.astype(dtype), float(fill_counts(cval, omit)))
+    some = den >= share_floor(den.dtype)
+    z = xp.where(some, y / xp.where(some, den, 1), 0).astype(dtype)
+    return xp.where(valid, run_t(z), 0)

@@ -54,8 +54,20 @@ def traced_spec(image: jax.Array, sigma, options: dict, mask, limits) -> BlurSpe
         tolerance=options["tolerance"],
         mask=valid,
         nan_policy=options["nan_policy"],
+        model=options["model"],
         max_radius=tuple(limits),
     )
+
+
+def transpose(run: Callable[[jax.Array, float], jax.Array], like: jax.Array):
+    """The scatter: the transpose of ``run``'s linear part (its fill left out),
+    ``jax.linear_transpose`` of the same program, for arrays like ``like``."""
+
+    def run_t(values: jax.Array) -> jax.Array:
+        (out,) = jax.linear_transpose(lambda x: run(x, 0.0), like)(values)
+        return out
+
+    return run_t
 
 
 def runner(spec: BlurSpec) -> Callable[[jax.Array, float], jax.Array]:

@@ -21,7 +21,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..core.spec import BlurSpec
-from . import compiling, masked, walk
+from . import compiling, masked, transpose, walk
 from .planner import Route, route, warm_kind
 
 
@@ -36,6 +36,8 @@ def blur(
     if spec.image.size == 0:
         return np.empty(spec.shape, dtype=spec.precision)
     chosen = chosen or route(spec)
+    if spec.model == "scatter":
+        return _scatter(spec, chosen, pad_floor)
     if chosen.name == "numba" and spec.mask is None and spec.precision == np.float32:
         compiling.wait_for(warm_kind(spec))  # a warm-up compiles these: load, not compile
     run = _runner(chosen, pad_floor)
@@ -69,3 +71,27 @@ def _runner(chosen: Route, pad_floor):
     if chosen.plan.bands is not None:
         return lambda plain: backend.bands.blur(plain, chosen.plan.bands)
     return lambda plain: walk.blur(plain, chosen.plan, backend)
+
+
+def _scatter(spec: BlurSpec, chosen: Route, pad_floor) -> np.ndarray:
+    """The transpose of the gather along ``chosen`` (:mod:`.transpose`), masked or not."""
+    gather = replace(spec, mask=None, nan_policy="propagate", model="gather")
+    plain = _runner(chosen, pad_floor)
+    backend = chosen.backend
+    if chosen.kind == "global":
+        run_t = lambda s: transpose.global_scatter(s, backend)  # noqa: E731
+    elif chosen.kind == "gather":
+        run_t = lambda s: transpose.map_scatter(s, backend, pad_floor)  # noqa: E731
+    else:
+        run_t = lambda s: transpose.level_scatter(s, chosen.levels, backend)  # noqa: E731
+    dtype = np.dtype(spec.precision)
+    out = masked.transposed(
+        spec.image.astype(dtype, copy=False),
+        spec.mask,
+        spec.cval,
+        spec.nan_policy == "omit",
+        lambda values, cval: plain(replace(gather, image=values, cval=cval)),
+        lambda values: run_t(replace(gather, image=values)),
+        dtype=dtype,
+    )
+    return np.asarray(out, dtype)

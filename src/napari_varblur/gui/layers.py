@@ -44,7 +44,8 @@ DIFFERENCE_COLORMAP = "PiYG"
 #: napari's default sigma (the blur widget's, and :func:`blur_layer`'s).
 SIGMA = 2.0
 #: The blur's settings a layer blur takes besides the layer's own choices (its axes).
-LAYER_OPTIONS = ("mode", "cval", "truncate", "backend", "precision", "tolerance", "nan_policy")
+LAYER_OPTIONS = ("mode", "cval", "truncate", "backend", "precision", "tolerance", "nan_policy",
+                 "model")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -265,6 +266,7 @@ def blur_layer(
     mask: Layer | np.ndarray | None = None,
     mask_marks: str = DEFAULT.mask_marks,
     nan_policy: str = DEFAULT.nan_policy,
+    model: str = DEFAULT.model,
     difference: bool = False,
     level: int | None = None,
 ) -> Image:
@@ -302,6 +304,8 @@ def blur_layer(
         %(tolerance)s
     nan_policy
         %(nan_policy)s
+    model
+        %(model)s
     mask
         Optional Labels or Image layer (or array) of the image's shape or of the shape of
         its blurred axes; its non-zero pixels are marked.  The blur then averages over

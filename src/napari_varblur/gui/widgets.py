@@ -84,6 +84,7 @@ BLUR_FIELDS: tuple[Field, ...] = (
     declared("tolerance", name="accuracy"),
     declared("nan_policy"),
     declared("mask_marks"),
+    declared("model"),
 )
 #: The fields folded under "Advanced" (rarely changed), in the order they show there.
 BLUR_ADVANCED = advanced_of(BLUR_FIELDS)

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...core.spec import BlurSpec
-from ...core.taps import from_working_layout, global_plan, map_plan, working_layout
+from ...core.taps import AxisPass, from_working_layout, global_plan, map_plan, working_layout
 from ..base import Backend
 from .gather import float64_ceil_product, varying_blur
 from .passes import correlate, correlate_axis, extend_axis
@@ -94,9 +94,9 @@ def _on_host(run):
     return call
 
 
-def _global_blur(spec: BlurSpec) -> np.ndarray:
+def _global_blur(spec: BlurSpec, plan: list[AxisPass] | None = None) -> np.ndarray:
     dtype = spec.precision
-    passes = global_plan(spec)
+    passes = global_plan(spec) if plan is None else plan
     out = _separable(
         jnp.asarray(spec.image.astype(dtype, copy=False)),
         tuple(jnp.asarray(p.weights, dtype) for p in passes),
@@ -107,10 +107,12 @@ def _global_blur(spec: BlurSpec) -> np.ndarray:
     return np.asarray(out)
 
 
-def _map_blur(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray:
+def _map_program(spec: BlurSpec, pad_floor: tuple[int, ...] | None, fill: bool = True):
+    """The exact gather of ``spec`` as a function of the image in the working layout
+    (and that layout): constant mode's fill included, or left out (``fill`` False: the
+    gather's linear part, which :func:`_map_scatter` transposes)."""
     dtype = spec.precision
     plan = map_plan(spec, pad_floor)
-    work = working_layout(spec.image, spec.axes).astype(dtype)
 
     def per_pixel(values: np.ndarray, kind) -> jax.Array:
         return jnp.asarray(working_layout(np.broadcast_to(values, spec.shape), spec.axes), kind)
@@ -120,14 +122,28 @@ def _map_blur(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.nd
     # axis's own reach, so the per-axis cap needs no array of its own.
     axes_data = plan[:1] if spec.isotropic else plan
     limit = max(m.limit for m in plan) if spec.isotropic else None
-    out = _varying_jit(
-        jnp.asarray(work),
-        jnp.stack([per_pixel(m.radius(limit), jnp.int32) for m in axes_data]),
-        jnp.stack([per_pixel(m.exponent(dtype), dtype) for m in axes_data]),
-        tuple(jnp.asarray(m.fill, dtype) for m in plan),
-        layout=tuple((m.n, m.mode, padding_bucket(m.pad, m.limit)) for m in plan),
-        reach=jnp.asarray([m.pad for m in plan], jnp.int32),
-    )
+    radius = jnp.stack([per_pixel(m.radius(limit), jnp.int32) for m in axes_data])
+    exponent = jnp.stack([per_pixel(m.exponent(dtype), dtype) for m in axes_data])
+    fills = tuple(jnp.asarray(m.fill if fill else 0.0, dtype) for m in plan)
+    if not fill:  # transposed: loops of static length (reverse mode needs them)
+        layout = tuple((m.n, m.mode, m.pad) for m in plan)
+        return lambda work: _varying_jit(work, radius, exponent, fills, layout=layout)
+    layout = tuple((m.n, m.mode, padding_bucket(m.pad, m.limit)) for m in plan)
+    reach = jnp.asarray([m.pad for m in plan], jnp.int32)
+    return lambda work: _varying_jit(work, radius, exponent, fills, layout=layout, reach=reach)
+
+
+def _map_blur(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray:
+    work = working_layout(spec.image, spec.axes).astype(spec.precision)
+    out = _map_program(spec, pad_floor)(jnp.asarray(work))
+    return from_working_layout(np.asarray(out), spec.shape, spec.axes)
+
+
+def _map_scatter(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray:
+    """The exact transpose of :func:`_map_blur`'s linear part (``jax.linear_transpose``
+    of the same program)."""
+    work = jnp.asarray(working_layout(spec.image, spec.axes).astype(spec.precision))
+    (out,) = jax.linear_transpose(_map_program(spec, pad_floor, fill=False), work)(work)
     return from_working_layout(np.asarray(out), spec.shape, spec.axes)
 
 
@@ -137,6 +153,7 @@ BACKEND = Backend(
     name="jax",
     global_blur=_on_host(_global_blur),
     gather=_on_host(_map_blur),
+    scatter=_on_host(_map_scatter),
     correlate=correlate,
     whole_image_levels=True,
     describe=describe,

@@ -18,9 +18,9 @@ import numpy as np
 
 from ...core.rules import share_floor
 from ...core.spec import BlurSpec
-from ...core.taps import global_plan, global_radius, map_plan
+from ...core.taps import AxisPass, global_plan, global_radius, map_plan
 from ..base import Backend, Bands
-from . import band_runs, bands, common, gathers, masked_passes, passes, weights
+from . import band_runs, bands, common, gathers, masked_passes, passes, scatters, weights
 
 
 def describe() -> str:
@@ -35,19 +35,20 @@ def compiles() -> int:
     """How many kernels this process compiled so far (not read from Numba's cache)."""
     kernels = [
         v
-        for module in (band_runs, bands, common, gathers, masked_passes, passes, weights)
+        for module in (band_runs, bands, common, gathers, masked_passes, passes, scatters, weights)
         for v in vars(module).values()
         if isinstance(v, numba.core.dispatcher.Dispatcher)
     ]
     return sum(sum(k.stats.cache_misses.values()) for k in kernels)
 
 
-def global_blur(spec: BlurSpec) -> np.ndarray:
-    """Separable passes; the last two axes in one fused sweep when they both blur."""
+def global_blur(spec: BlurSpec, plan: list[AxisPass] | None = None) -> np.ndarray:
+    """Separable passes (``plan``, else the spec's); the last two axes in one fused
+    sweep when they both blur."""
     # Kernels write only into new arrays, so the input is read in place when it already
     # has the working dtype; an untouched image is copied (never the caller's array).
     x = spec.image.astype(spec.precision, copy=False)
-    plan = global_plan(spec)
+    plan = global_plan(spec) if plan is None else plan
     if not plan:
         return x.copy()
     pair = passes.fusable(plan, x.ndim)
@@ -96,6 +97,7 @@ BACKEND = Backend(
     name="numba",
     global_blur=global_blur,
     gather=gather,
+    scatter=scatters.scatter,
     correlate=passes.correlate,
     masked=masked,
     bands=Bands(plan=bands.plan, blur=bands.blur),
