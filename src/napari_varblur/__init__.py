@@ -18,6 +18,8 @@ __all__ = [
     "__version__",
     "available_backends",
     "blur_layer",
+    "blur_operator",
+    "deblur",
     "fit_sigma_map",
     "gaussian_blur",
 ]
@@ -34,4 +36,9 @@ def __getattr__(name: str):
         from . import fit
 
         return getattr(fit, name)
+    # Deblurring imports SciPy's sparse linear algebra: on first use too.
+    if name in ("deblur", "blur_operator"):
+        from . import restore
+
+        return getattr(restore, name)
     raise AttributeError(f"module 'napari_varblur' has no attribute {name!r}")

@@ -15,7 +15,15 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .params import BLUR_OPTIONS, FIT_OPTIONS, FIT_PARAMS, PARAMS, Param
+from .params import (
+    BLUR_OPTIONS,
+    DEBLUR_OPTIONS,
+    DEBLUR_PARAMS,
+    FIT_OPTIONS,
+    FIT_PARAMS,
+    PARAMS,
+    Param,
+)
 
 
 class Options:
@@ -73,4 +81,11 @@ FitOptions = options_class(
     FIT_PARAMS,
     FIT_OPTIONS,
     "``fit_sigma_map``'s settings as given (not yet checked), with its declared defaults.",
+)
+DeblurOptions = options_class(
+    "DeblurOptions",
+    DEBLUR_PARAMS,
+    DEBLUR_OPTIONS,
+    "``deblur``'s settings as given (not yet checked): the blur's and its own, with "
+    "their declared defaults.",
 )
