@@ -11,9 +11,9 @@ from ..core.options import BlurOptions, DeblurOptions
 from ..core.params import DEBLUR_DEFAULT as DEFAULT
 from ..core.params import fill_deblur_doc
 from ..core.spec import BlurSpec
-from . import iterations as it
-from .problem import problem
-from .settings import Settings, settings
+from .settings import settings
+from .solve import deblur_spec
+from .tiled import deblur_lazy
 
 #: A dask image is deblurred tile by tile, each tile with a halo of this many times
 #: the largest radius (see docs/deblur.md for the difference this leaves).
@@ -119,24 +119,5 @@ def deblur(
     spec = BlurSpec.build(image, sigma, BlurOptions.pick(locals()), mask)
     chosen = settings(DeblurOptions.pick(locals()), len(spec.axes), callback)
     if spec.lazy:
-        from .tiled import deblur_lazy
-
         return deblur_lazy(spec, chosen, HALO_RADII)
     return deblur_spec(spec, chosen)
-
-
-def deblur_spec(spec: BlurSpec, chosen: Settings) -> np.ndarray:
-    """Deblur a validated NumPy spec with checked settings."""
-    if spec.image.size == 0:
-        return np.zeros(spec.shape, spec.precision)
-    p = problem(spec)
-    tv = None
-    if chosen.method == "rl_tv" and chosen.regularization > 0:
-        tv = it.tv_term(spec.axes, chosen.pixel_spacing, chosen.regularization)
-    # Flat at the data's mean over what counts (any flat start gives the same iterates).
-    total = float(np.sum(p.observed, dtype=np.float64))
-    count = float(np.sum(p.norm > 0))
-    start = np.full(spec.shape, total / count if total > 0 and count else 1.0, p.dtype)
-    x = it.run(p, start, chosen.iterations, tv=tv, accelerate=chosen.acceleration,
-               stop=chosen.stop, callback=chosen.callback)  # fmt: skip
-    return np.asarray(x, spec.precision)

@@ -80,7 +80,7 @@ def run(p: Problem, start: np.ndarray, iterations: int, *, tv=None, accelerate=F
         if accelerate:
             g1, g2 = new - y, g1
         change = _change(new, x) if stop is not None else None
-        previous, x = x, new
+        previous, x = (x if accelerate else None), new  # kept only to extrapolate
         if callback is not None:
             view = x.view()
             view.flags.writeable = False

@@ -15,6 +15,7 @@ from ..adapters.dask_chunks import overlap_map
 from ..core.checks import ArgumentError
 from ..core.spec import BlurSpec
 from .settings import Settings
+from .solve import deblur_spec
 
 
 def deblur_lazy(spec: BlurSpec, chosen: Settings, halo: int):
@@ -25,6 +26,4 @@ def deblur_lazy(spec: BlurSpec, chosen: Settings, halo: int):
 
 
 def _tile(spec: BlurSpec, pad_floor=None, *, chosen: Settings):
-    from .deblur import deblur_spec
-
     return deblur_spec(spec, chosen)

@@ -1,0 +1,200 @@
+"""``deblur`` and ``blur_operator``: scikit-image's richardson_lucy as the oracle at a
+constant sigma, the likelihood and the flux as Richardson-Lucy's own invariants, and
+the edges of the input (masks, NaN, dask tiles, bad arguments)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import FAST_BACKENDS
+
+from napari_varblur import blur_operator, deblur, gaussian_blur
+from napari_varblur.core.taps import gaussian_taps
+
+RNG = np.random.default_rng(12)
+
+
+def _dark_field(shape, margin):
+    truth = np.zeros(shape)
+    inner = tuple(slice(margin, n - margin) for n in shape)
+    truth[inner] = RNG.random(truth[inner].shape) * 100
+    return truth
+
+
+@pytest.mark.parametrize("backend", FAST_BACKENDS)
+@pytest.mark.parametrize(("shape", "sigma"), [((72, 80), 1.5), ((20, 36, 40), 1.0)])
+def test_agrees_with_scikit_image_at_a_constant_sigma(backend, shape, sigma):
+    restoration = pytest.importorskip("skimage.restoration")
+    r = int(np.ceil(3 * sigma))
+    truth = _dark_field(shape, 2 * r + 1)
+    observed = gaussian_blur(truth, sigma, mode="constant", precision="float64")
+    w = gaussian_taps(sigma, r) / gaussian_taps(sigma, r).sum()
+    psf = w
+    for _ in shape[1:]:
+        psf = np.multiply.outer(psf, w)
+    expected = restoration.richardson_lucy(observed, psf, num_iter=30, clip=False,
+                                           filter_epsilon=1e-12)  # fmt: skip
+    ours = deblur(observed, sigma, iterations=30, mode="constant", precision="float64",
+                  backend=backend)  # fmt: skip
+    assert np.abs(ours - expected).max() <= 1e-8 * expected.max()
+
+
+def _nll(y, ax):
+    return float(np.sum(ax - np.where(y > 0, y * np.log(np.where(ax > 0, ax, 1)), 0)))
+
+
+@pytest.mark.parametrize("model", ["gather", "scatter"])
+@pytest.mark.parametrize("mode", ["crop", "reflect", "nearest"])
+def test_likelihood_never_increases_and_flux_is_kept(mode, model):
+    shape = (40, 44)
+    smap = np.broadcast_to(np.linspace(0.8, 3.0, shape[1]), shape)
+    kw = dict(mode=mode, model=model, precision="float64")
+    truth = gaussian_blur(RNG.random(shape) * 50, 1.0, precision="float64")
+    y = RNG.poisson(gaussian_blur(truth, smap, **kw)).astype(float)
+    norm = gaussian_blur(np.ones(shape), smap, **{**kw, "model": {"gather": "scatter",
+                                                                "scatter": "gather"}[model]})  # fmt: skip
+    nll, flux = [], []
+
+    def watch(k, x):
+        assert not x.flags.writeable
+        nll.append(_nll(y, gaussian_blur(x, smap, **kw)))
+        flux.append(float(np.sum(norm * x)))
+
+    deblur(y, smap, iterations=25, callback=watch, **kw)
+    assert len(nll) == 25
+    assert all(b <= a + 1e-9 * abs(a) for a, b in zip(nll, nll[1:]))
+    np.testing.assert_allclose(flux, y.sum(), rtol=1e-9)
+
+
+def test_rl_tv_is_rl_at_zero_and_holds_noise_back():
+    shape = (48, 48)
+    truth = np.zeros(shape)
+    truth[12:36, 12:36] = 40.0
+    y = RNG.poisson(gaussian_blur(truth, 2.0, precision="float64")).astype(float)
+    kw = dict(iterations=60, precision="float64")
+    rl = deblur(y, 2.0, **kw)
+    np.testing.assert_array_equal(deblur(y, 2.0, method="rl_tv", **kw), rl)
+    tv = deblur(y, 2.0, method="rl_tv", regularization=0.01, pixel_spacing=(1.0, 1.0), **kw)
+    assert np.all(np.isfinite(tv)) and tv.min() >= 0
+    flat = (slice(16, 32), slice(16, 32))
+    assert tv[flat].std() < rl[flat].std()  # flatter where the truth is flat
+
+
+def test_acceleration_stop_and_callback_end_the_run():
+    shape = (40, 40)
+    y = RNG.poisson(gaussian_blur(RNG.random(shape) * 80, 2.0, precision="float64")) * 1.0
+    kw = dict(precision="float64")
+    seen = []
+    deblur(y, 2.0, iterations=200, stop=1e-3, callback=lambda k, x: seen.append(k), **kw)
+    assert 1 < len(seen) < 200
+    seen.clear()
+    deblur(y, 2.0, iterations=50, callback=lambda k, x: seen.append(k) or k == 7, **kw)
+    assert seen[-1] == 7
+    ax = lambda x: gaussian_blur(x, 2.0, **kw)  # noqa: E731
+    plain, fast = (deblur(y, 2.0, iterations=10, acceleration=a, **kw) for a in (False, True))
+    assert _nll(y, ax(fast)) < _nll(y, ax(plain))
+    assert fast.min() >= 0 and np.all(np.isfinite(fast))
+
+
+def test_masked_and_nan_pixels_carry_no_weight_and_the_output_is_finite():
+    shape = (36, 40)
+    smap = RNG.uniform(1.0, 2.5, shape)
+    y = RNG.poisson(gaussian_blur(RNG.random(shape) * 30, smap, precision="float64")) * 1.0
+    mask = np.ones(shape, bool)
+    mask[10:14, 5:30] = False
+    other = y.copy()
+    other[~mask] = 1e6  # what a masked pixel holds must not matter
+    kw = dict(iterations=15, mask=mask, precision="float64")
+    a, b = deblur(y, smap, **kw), deblur(other, smap, **kw)
+    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    nan = y.copy()
+    nan[~mask] = np.nan
+    c = deblur(nan, smap, iterations=15, nan_policy="omit", precision="float64")
+    np.testing.assert_allclose(c, a, rtol=1e-12, atol=1e-12)
+    assert np.all(np.isfinite(c)) and c.min() >= 0
+    with pytest.raises(ValueError, match="NaN"):
+        deblur(nan, smap, iterations=3, nan_policy="raise")
+
+
+def test_inputs_are_never_modified_and_dtypes_follow_precision():
+    y = RNG.random((16, 18)).astype(np.float32) * 10
+    y[0, 0] = -1.0  # negative counts read as 0, in the copy only
+    smap, mask = RNG.uniform(0.5, 2.0, y.shape), RNG.random(y.shape) > 0.1
+    before = [y.copy(), smap.copy(), mask.copy()]
+    out = deblur(y, smap, iterations=5, mask=mask)
+    assert out.dtype == np.float32 and out.shape == y.shape and out.min() >= 0
+    for a, b in zip(before, [y, smap, mask]):
+        np.testing.assert_array_equal(a, b)
+    assert deblur(np.zeros((0, 4)), 1.0, iterations=2).shape == (0, 4)
+    assert deblur(np.ones((1, 5)), 1.0, iterations=2).shape == (1, 5)
+
+
+def test_channels_are_deblurred_apart():
+    y = RNG.random((20, 22, 3)) * 10
+    together = deblur(y, 1.5, iterations=8, channel_axis=-1, precision="float64")
+    for c in range(3):
+        alone = deblur(y[..., c], 1.5, iterations=8, precision="float64")
+        np.testing.assert_allclose(together[..., c], alone, rtol=1e-12, atol=1e-12)
+
+
+def test_dask_tiles_stay_within_the_stated_difference():
+    """docs/deblur.md: tiles with a halo of four radii stay within 1e-3 of the largest
+    value of the untiled estimate up to 100 iterations."""
+    da = pytest.importorskip("dask.array")
+    shape = (128, 120)
+    smap = np.broadcast_to(np.linspace(1.0, 3.0, shape[1]), shape)
+    y = RNG.poisson(gaussian_blur(RNG.random(shape) * 100, smap, precision="float64")) * 1.0
+    for mode in ["crop", "reflect", "wrap"]:
+        whole = deblur(y, smap, iterations=30, mode=mode, precision="float64")
+        lazy = deblur(da.from_array(y, chunks=48), da.from_array(smap, chunks=48), iterations=30,
+                      mode=mode, precision="float64")  # fmt: skip
+        assert isinstance(lazy, da.Array)
+        assert np.abs(lazy.compute(scheduler="threads") - whole).max() <= 1e-3 * whole.max()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"iterations": 0}, "iterations"),
+        ({"iterations": 2.5}, "iterations"),
+        ({"iterations": "3"}, "iterations"),
+        ({"iterations": True}, "iterations"),
+        ({}, "iterations"),
+        ({"iterations": 3, "method": "wiener"}, "method"),
+        ({"iterations": 3, "model": "push"}, "model"),
+        ({"iterations": 3, "method": "rl_tv", "regularization": -1.0}, "regularization"),
+        ({"iterations": 3, "method": "rl_tv", "regularization": np.nan}, "regularization"),
+        ({"iterations": 3, "regularization": 0.1}, "regularization"),
+        ({"iterations": 3, "pixel_spacing": (1.0, 2.0, 3.0)}, "pixel_spacing"),
+        ({"iterations": 3, "pixel_spacing": -1.0}, "pixel_spacing"),
+        ({"iterations": 3, "stop": 0.0}, "stop"),
+        ({"iterations": 3, "callback": 5}, "callback"),
+        ({"iterations": 3, "sigma": -1.0}, "sigma"),
+        ({"iterations": 3, "sigma": np.ones((3, 3))}, "sigma"),
+        ({"iterations": 3, "mask": np.ones((2, 2), bool)}, "mask"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, match):
+    y = np.ones((8, 8))
+    kwargs = {"sigma": 1.0, **kwargs}
+    with pytest.raises((ValueError, TypeError), match=match):
+        deblur(y, **kwargs)
+    np.testing.assert_array_equal(y, 1.0)
+
+
+@pytest.mark.parametrize("mode", ["crop", "mirror", "constant"])
+def test_blur_operator_is_the_blur_and_its_transpose(mode):
+    from scipy.sparse.linalg import lsqr
+
+    shape = (12, 10)
+    smap = RNG.uniform(0.5, 2.0, shape)
+    op = blur_operator(smap, shape, mode=mode)
+    x, y = RNG.standard_normal((2, op.shape[0]))
+    ax = op.matvec(x)
+    np.testing.assert_allclose(ax, gaussian_blur(x.reshape(shape), smap, mode=mode,
+                                                 precision="float64").ravel())  # fmt: skip
+    assert abs(ax @ y - x @ op.rmatvec(y)) <= 1e-12 * np.linalg.norm(ax) * np.linalg.norm(y)
+    solution = lsqr(op, ax, atol=1e-12, btol=1e-12, iter_lim=5000)[0]
+    np.testing.assert_allclose(op.matvec(solution), ax, atol=1e-6 * np.abs(ax).max())
+    with pytest.raises(TypeError, match="cval"):
+        blur_operator(smap, shape, cval=1.0)
