@@ -213,11 +213,12 @@ def cost_case(image, sigma, label, rounds, *, unit_sigma=None, **kw) -> dict:
     return row
 
 
-def cost_rows(quick: bool) -> list[dict]:
+def cost_rows(quick: bool, rounds: int = 3) -> list[dict]:
     """The cost cases: Numba 1024² (ramp and radial map, exact and 1e-3, RL and RL-TV),
     a scatter model, JAX, and the naive global sigma."""
     rng = np.random.default_rng(3)
-    n, m, rounds = (256, 128, 1) if quick else (1024, 512, 3)
+    n, m = (256, 128) if quick else (1024, 512)
+    rounds = 1 if quick else rounds
     rows = []
     maps = {"ramp 1->4 along x": ramp((n, n), 1, 4), "radial 1->4": radial((n, n), 1, 4)}
     image = observed(rng, (n, n), 2.0, mode="crop").astype(np.float32)
@@ -370,64 +371,88 @@ def tiled(quick: bool) -> dict:
 # --------------------------------------------------------------------------- report
 
 
-def markdown(res: dict, info: dict) -> str:
-    """The report's tables."""
-    ok = {True: "yes", False: "MISSED"}
-    lines = ["# deblur(): agreement, likelihood, cost, memory", "",
-             common.describe_machine(info), "",
-             f"Whole run {info['elapsed_s']:.0f} s; load average (1 min) {info['load'][0]:.1f} "
-             f"at the start, {info['load_end'][0]:.1f} at the end (other jobs share the cores).",
-             "", "## 1. scikit-image agreement (dark field, constant, float64, 30 iterations)",
-             ""]  # fmt: skip
-    lines += md_table(["shape", "sigma", "backend", "max abs diff / max", "goal", "met"],
-                      [[r["shape"], r["sigma"], r["backend"], f"{r['rel_max_diff']:.1e}",
-                        r["goal"], ok[r["ok"]]] for r in res["agreement"]])  # fmt: skip
-    lines += ["", "## 2. Poisson likelihood and flux (float64, ramp map 1->3, 50 iterations)", ""]
-    lines += md_table(["mode", "backend", "NLL start", "NLL end", "max step (> 0: a rise)",
-                       "rises", "max flux rel err", "met"],
-                      [[r["mode"], r["backend"], f"{r['nll_start']:.8g}", f"{r['nll_end']:.8g}",
-                        f"{r['max_increase']:.3g}", r["increases"],
-                        f"{r['max_flux_rel_err']:.1e}", ok[r["ok"]]]
-                       for r in res["likelihood"]])  # fmt: skip
-    lines += ["", "## 3. Cost per iteration, in forward blurs with the same arguments", "",
-              "Per iteration = (t(20 iterations) - t(10)) / 10; a blur is `gaussian_blur` with",
-              "the same keywords; rounds interleaved, the median of the rounds' ratios (range).",
-              "`other / blur`: the transpose model's blur over the model's blur.", ""]  # fmt: skip
+OK = {True: "yes", False: "MISSED"}
+
+
+def md_agreement(rows) -> list[str]:
+    lines = ["## 1. scikit-image agreement (dark field, constant, float64, 30 iterations)", ""]
+    return lines + md_table(["shape", "sigma", "backend", "max abs diff / max", "goal", "met"],
+                            [[r["shape"], r["sigma"], r["backend"], f"{r['rel_max_diff']:.1e}",
+                              r["goal"], OK[r["ok"]]] for r in rows])  # fmt: skip
+
+
+def md_likelihood(rows) -> list[str]:
+    lines = ["## 2. Poisson likelihood and flux (float64, ramp map 1->3, 50 iterations)", ""]
+    return lines + md_table(["mode", "backend", "NLL start", "NLL end", "max step (> 0: a rise)",
+                             "rises", "max flux rel err", "met"],
+                            [[r["mode"], r["backend"], f"{r['nll_start']:.8g}",
+                              f"{r['nll_end']:.8g}", f"{r['max_increase']:.3g}", r["increases"],
+                              f"{r['max_flux_rel_err']:.1e}", OK[r["ok"]]]
+                             for r in rows])  # fmt: skip
+
+
+def md_cost(rows) -> list[str]:
+    lines = ["## 3. Cost per iteration, in forward blurs with the same arguments", "",
+             "Per iteration = (t(20 iterations) - t(10)) / 10; a blur is `gaussian_blur` with",
+             "the same keywords; rounds interleaved, the median of the rounds' ratios (range).",
+             "`other / blur`: the transpose model's blur over the model's blur.", ""]  # fmt: skip
     lines += md_table(["case", "blur ms", "per iteration ms", "blurs / iteration", "range",
                        "other / blur", "per it / (blur + other)", "setup s", "goal", "met"],
                       [[r["case"], f"{r['blur_s'] * 1e3:.1f}", f"{r['per_iter_s'] * 1e3:.1f}",
                         f"{r['per_iter_blurs']:.2f}",
                         f"{min(r['round_ratios']):.2f}-{max(r['round_ratios']):.2f}",
                         f"{r['other_over_blur']:.2f}", f"{r['per_iter_over_both']:.2f}",
-                        num(r["setup_s"]), r["goal"], ok[r["ok"]]] for r in res["cost"]],
+                        num(r["setup_s"]), r["goal"], OK[r["ok"]]] for r in rows],
                       "lrrrrrrrll")  # fmt: skip
-    naive = [r for r in res["cost"] if "unit_s" in r]
-    for r in naive:
+    for r in (r for r in rows if "unit_s" in r):
         lines += ["", f"Naive alternative: {r['case']}: one global blur "
                   f"{r['blur_s'] * 1e3:.1f} ms = {r['blur_over_unit']:.2f} map blurs; its "
                   f"iteration = {r['per_iter_blurs']:.2f} map blurs (the ratio above is in "
                   "map blurs)."]  # fmt: skip
-    lines += ["", "## 4. Peak extra memory of a deblur (5 iterations, fresh subprocess)", "",
-              "In images (the input's size): peak RSS over RSS before the call, and",
-              "tracemalloc's peak (NumPy's allocations; Numba's own are not traced).",
-              ""]  # fmt: skip
-    lines += md_table(["shape", "tolerance", "acceleration", "method", "RSS peak", "traced",
-                       "goal", "met"],
-                      [[r["shape"], r["tolerance"], r["acceleration"], r["method"],
-                        f"{r['rss_extra']:.2f}", f"{r['traced']:.2f}", r["goal"], ok[r["ok"]]]
-                       for r in res["memory"]])  # fmt: skip
-    v = res["volume"]
-    lines += ["", "## 5. Volume", "",
-              f"{'x'.join(map(str, v['shape']))} float32, {v['map']}, tolerance 1e-3, Numba, "
-              f"crop: 50 iterations {v['total_50_s']:.0f} s ({v['total_50_s'] / 60:.1f} min"
-              + (f"; extrapolated from {v['iterations_run']} iterations" if v["extrapolated"]
-                 else "") + f"); first iteration {v['first_iteration_s']:.1f} s, then "
-              f"{v['per_iteration_s']:.1f} s each.", ""]  # fmt: skip
-    d = res["dask"]
-    lines += ["## 6. dask tiles", "",
-              f"{d['shape']} in {d['chunks']} chunks, {d['map']}, 30 iterations, float32: "
-              f"max abs diff / max of the untiled result {d['rel_max_diff']:.2e} (NumPy "
-              f"{d['numpy_s']:.1f} s, dask {d['dask_s']:.1f} s).", ""]  # fmt: skip
+    return lines
+
+
+def md_memory(rows) -> list[str]:
+    lines = ["## 4. Peak extra memory of a deblur (5 iterations, fresh subprocess)", "",
+             "In images (the input's size): peak RSS over RSS before the call, and",
+             "tracemalloc's peak (NumPy's allocations; Numba's own are not traced).",
+             ""]  # fmt: skip
+    return lines + md_table(["shape", "tolerance", "acceleration", "method", "RSS peak",
+                             "traced", "goal", "met"],
+                            [[r["shape"], r["tolerance"], r["acceleration"], r["method"],
+                              f"{r['rss_extra']:.2f}", f"{r['traced']:.2f}", r["goal"],
+                              OK[r["ok"]]] for r in rows])  # fmt: skip
+
+
+def md_volume(v) -> list[str]:
+    return ["## 5. Volume", "",
+            f"{'x'.join(map(str, v['shape']))} float32, {v['map']}, tolerance 1e-3, Numba, "
+            f"crop: 50 iterations {v['total_50_s']:.0f} s ({v['total_50_s'] / 60:.1f} min"
+            + (f"; extrapolated from {v['iterations_run']} iterations" if v["extrapolated"]
+               else "") + f"); first iteration {v['first_iteration_s']:.1f} s, then "
+            f"{v['per_iteration_s']:.1f} s each."]  # fmt: skip
+
+
+def md_dask(d) -> list[str]:
+    return ["## 6. dask tiles", "",
+            f"{d['shape']} in {d['chunks']} chunks, {d['map']}, 30 iterations, float32: "
+            f"max abs diff / max of the untiled result {d['rel_max_diff']:.2e} (NumPy "
+            f"{d['numpy_s']:.1f} s, dask {d['dask_s']:.1f} s)."]  # fmt: skip
+
+
+SECTION_MD = dict(agreement=md_agreement, likelihood=md_likelihood, cost=md_cost,
+                  memory=md_memory, volume=md_volume, dask=md_dask)  # fmt: skip
+
+
+def markdown(res: dict, info: dict) -> str:
+    """The report: the machine, then each section run."""
+    lines = ["# deblur(): agreement, likelihood, cost, memory", "",
+             common.describe_machine(info), "",
+             f"Whole run {info['elapsed_s']:.0f} s; load average (1 min) {info['load'][0]:.1f} "
+             f"at the start, {info['load_end'][0]:.1f} at the end (other jobs share the cores).",
+             ""]  # fmt: skip
+    for name, rows in res.items():
+        lines += SECTION_MD[name](rows) + [""]
     return "\n".join(lines)
 
 
@@ -438,6 +463,7 @@ def main(argv=None) -> int:
     parser.add_argument("--volume-budget", type=float, default=900.0,
                         help="seconds above which the volume stops at 5 iterations")  # fmt: skip
     parser.add_argument("--only", help="comma-separated sections to run (1-6)")
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds of a cost case")
     args = parser.parse_args(argv)
     if args.memory_child:
         memory_child(args.memory_child)
@@ -446,16 +472,17 @@ def main(argv=None) -> int:
     info = common.machine()
     only = set((args.only or "1,2,3,4,5,6").split(","))
     sections = {"1": ("agreement", agreement), "2": ("likelihood", likelihood),
-                "3": ("cost", cost_rows), "4": ("memory", memory_rows),
+                "3": ("cost", partial(cost_rows, rounds=args.rounds)), "4": ("memory", memory_rows),
                 "5": ("volume", partial(volume, budget=args.volume_budget)),
                 "6": ("dask", tiled)}  # fmt: skip
     res = {}
     for key, (name, fn) in sections.items():
         if key in only:
             res[name] = fn(args.quick)
-    info.update(quick=args.quick, elapsed_s=time.perf_counter() - start,
+    info.update(quick=args.quick, rounds=args.rounds, sections=sorted(only),
+                elapsed_s=time.perf_counter() - start,
                 load_end=[round(x, 2) for x in os.getloadavg()])  # fmt: skip
-    text = markdown(res, info) if len(res) == len(sections) else json.dumps(res, indent=1)
+    text = markdown(res, info)
     common.write_result(NAME, res, info, out=args.out, markdown=text, quick=args.quick)
     print(text)
     return 0
