@@ -198,3 +198,24 @@ def test_blur_operator_is_the_blur_and_its_transpose(mode):
     np.testing.assert_allclose(op.matvec(solution), ax, atol=1e-6 * np.abs(ax).max())
     with pytest.raises(TypeError, match="cval"):
         blur_operator(smap, shape, cval=1.0)
+
+
+def test_varblur_deblur_writes_what_the_library_gives(tmp_path, monkeypatch, capsys):
+    from napari_varblur.app import cli
+
+    monkeypatch.chdir(tmp_path)
+    y = RNG.poisson(gaussian_blur(_dark_field((48, 40), 8), 1.5, precision="float64")) * 1.0
+    smap = np.broadcast_to(np.linspace(1.0, 2.0, 40), y.shape)
+    np.save("in.npy", y)
+    np.save("map.npy", smap)
+    args = ["--sigma", "1", "--sigma-map", "map.npy", "--iterations", "12", "--mode", "reflect",
+            "--precision", "float64", "--method", "rl_tv", "--regularization", "0.002"]  # fmt: skip
+    assert cli.main(["deblur", "in.npy", "out.npy", *args]) == 0
+    expected = deblur(y, smap, iterations=12, mode="reflect", precision="float64",
+                      method="rl_tv", regularization=0.002)  # fmt: skip
+    np.testing.assert_allclose(np.load("out.npy"), expected, rtol=1e-10, atol=1e-10)
+    assert "varblur deblur: wrote out.npy" in capsys.readouterr().out
+    assert cli.main(["deblur", "in.npy", "bad.npy", "--sigma", "1", "--iterations", "0"]) == 2
+    assert "iterations" in capsys.readouterr().err
+    assert cli.main(["deblur", "in.npy", "out.npy", "--sigma", "1", "--iterations", "3"]) == 2
+    np.testing.assert_allclose(np.load("out.npy"), expected, rtol=1e-10, atol=1e-10)

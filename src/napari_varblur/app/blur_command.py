@@ -45,23 +45,25 @@ NOTES = {
 _NOT_RECORDED = ("command", "input", "output", "overwrite", "scheduler")
 
 
-def add_parser(sub) -> argparse.ArgumentParser:
-    """Add ``varblur blur`` to the subcommands ``sub``; return its parser."""
-    p = sub.add_parser(
-        "blur",
-        help="blur an image file (TIFF, Zarr or .npy) chunk by chunk",
-        description="Blur INPUT into OUTPUT (.tif/.tiff, .zarr or .npy, by suffix). Work is "
+def add_parser(sub, name: str = "blur", params=PARAMS, declared=DECLARED, **texts):
+    """Add ``varblur blur`` (or a command with its file handling: ``name``, the
+    declarations ``params`` and the options ``declared``) to the subcommands ``sub``;
+    return its parser."""
+    texts.setdefault("help", "blur an image file (TIFF, Zarr or .npy) chunk by chunk")
+    texts.setdefault(
+        "description",
+        "Blur INPUT into OUTPUT (.tif/.tiff, .zarr or .npy, by suffix). Work is "
         "chunked with dask; OUTPUT is written under a temporary name and moved into place "
         "at the end, and is never replaced without --overwrite.",
-        formatter_class=Help,
     )
+    p = sub.add_parser(name, formatter_class=Help, **texts)
     p.add_argument("input", help="input image: .tif/.tiff (RGB(A), ImageJ, OME-TIFF), .zarr "
                    "(an array, or an OME-Zarr group) or .npy")  # fmt: skip
     p.add_argument("output", help="output image: .tif/.tiff, .zarr or .npy, written in the "
                    "input's kind with its metadata (.ome.tif/.ome.zarr: OME)")  # fmt: skip
-    add_declared(p, PARAMS, DECLARED[:3], NOTES)
+    add_declared(p, params, declared[:3], NOTES)
     add_invert_mask(p)
-    add_declared(p, PARAMS, DECLARED[3:], NOTES)
+    add_declared(p, params, declared[3:], NOTES)
     p.add_argument("--dtype", choices=["float", "same"], default="float",
                    help="float: the precision's dtype; same: rounded and clipped to the "
                    "input's")  # fmt: skip
@@ -70,8 +72,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace) -> int:
-    """Blur the files; raises on errors (the caller reports them in one line)."""
+def _blur(image, sigma, mask, args, axes, channel):
+    options = BlurOptions.pick(vars(args)).replace(axes=axes, channel_axis=channel)
+    return gaussian_blur(image, sigma, mask=mask, **options.kwargs())
+
+
+def run(args: argparse.Namespace, name: str = "blur", apply=_blur) -> int:
+    """Blur the files (or ``apply`` another operation of the image, the sigma, the mask,
+    the arguments, the blurred axes and the channel axis: ``varblur deblur``); raises
+    on errors (the caller reports them in one line)."""
     from ..adapters.files import ImageFileError, read_image, write_image
 
     source, target = Path(args.input), Path(args.output)
@@ -82,10 +91,9 @@ def run(args: argparse.Namespace) -> int:
     given = tuple(args.axes) if args.axes else None
     channel, axes = normalize_channel_axis(channel_argument(args.channel_axis, source), given,
                                            image.ndim)  # fmt: skip
-    options = BlurOptions.pick(vars(args)).replace(axes=axes, channel_axis=channel)
     shape = tuple(image.shape)
-    result = gaussian_blur(image, _sigma(args, shape, info.scale, axes),
-                           mask=mask_argument(args, shape, axes), **options.kwargs())  # fmt: skip
+    result = apply(image, _sigma(args, shape, info.scale, axes), mask_argument(args, shape, axes),
+                   args, axes, channel)  # fmt: skip
     if args.dtype == "same":
         result = _to_dtype(result, image.dtype)
     client = None
@@ -95,18 +103,18 @@ def run(args: argparse.Namespace) -> int:
         client = Client(args.scheduler)
     try:
         write_image(result, target, overwrite=args.overwrite, scheduler=client, like=info,
-                    provenance=_record(args, info, channel, axes))  # fmt: skip
+                    provenance=_record(args, info, channel, axes, name))  # fmt: skip
     finally:
         if client is not None:
             client.close()
     if engine.compiles(args.backend) > compiled:  # a scheduler's workers are not counted
-        print("varblur blur: compiled kernels (first run only; cached for the next runs)",
+        print(f"varblur {name}: compiled kernels (first run only; cached for the next runs)",
               file=sys.stderr)  # fmt: skip
-    print(f"varblur blur: wrote {args.output} {tuple(result.shape)} {result.dtype}")
+    print(f"varblur {name}: wrote {args.output} {tuple(result.shape)} {result.dtype}")
     return 0
 
 
-def _record(args, info, channel: int | None, axes: tuple[int, ...]) -> dict[str, Any]:
+def _record(args, info, channel: int | None, axes: tuple[int, ...], name: str) -> dict[str, Any]:
     """How ``varblur blur`` made its output (stored in it): every option as given, with
     the axes and channel axis it blurred by, the input's pixel sizes under
     ``--world-units``, and the input's own record as ``previous``."""
@@ -116,7 +124,7 @@ def _record(args, info, channel: int | None, axes: tuple[int, ...]) -> dict[str,
     parameters.update(axes=list(axes), channel_axis=channel)
     if args.world_units:
         parameters["pixel_size"] = [info.scale[a] for a in axes]
-    return provenance_record("varblur blur", parameters, source=args.input,
+    return provenance_record(f"varblur {name}", parameters, source=args.input,
                              previous=info.provenance)  # fmt: skip
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from .._version import __version__
 from ..adapters.interrupts import caught_interrupts, committed, raise_if_interrupted
-from . import blur_command, fit_command
+from . import blur_command, deblur_command, fit_command
 from .arguments import Help
 from .demo import demo
 
@@ -76,7 +76,8 @@ def _main(argv: list[str] | None) -> int:
     p_demo.add_argument(
         "--view", action="store_true", help="then open napari with the sample and the widget"
     )
-    commands = {"blur": blur_command.add_parser(sub), "fit": fit_command.add_parser(sub)}
+    commands = {"blur": blur_command.add_parser(sub), "fit": fit_command.add_parser(sub),
+                "deblur": deblur_command.add_parser(sub)}  # fmt: skip
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # named by the command's parser: "varblur blur: error: ..."
         commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
@@ -84,6 +85,8 @@ def _main(argv: list[str] | None) -> int:
         return run_command("blur", blur_command.run, args)
     if args.command == "fit":
         return run_command("fit", fit_command.run, args)
+    if args.command == "deblur":
+        return run_command("deblur", deblur_command.run, args)
     if args.command == "demo":
         if args.size < 8:
             parser.error("--size: must be at least 8")
