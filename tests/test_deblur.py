@@ -4,10 +4,12 @@ the edges of the input (masks, NaN, dask tiles, bad arguments)."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
-from conftest import FAST_BACKENDS
 
+from conftest import FAST_BACKENDS
 from napari_varblur import blur_operator, deblur, gaussian_blur
 from napari_varblur.core.taps import gaussian_taps
 
@@ -51,8 +53,8 @@ def test_likelihood_never_increases_and_flux_is_kept(mode, model):
     kw = dict(mode=mode, model=model, precision="float64")
     truth = gaussian_blur(RNG.random(shape) * 50, 1.0, precision="float64")
     y = RNG.poisson(gaussian_blur(truth, smap, **kw)).astype(float)
-    norm = gaussian_blur(np.ones(shape), smap, **{**kw, "model": {"gather": "scatter",
-                                                                "scatter": "gather"}[model]})  # fmt: skip
+    other = {"gather": "scatter", "scatter": "gather"}[model]
+    norm = gaussian_blur(np.ones(shape), smap, **{**kw, "model": other})
     nll, flux = [], []
 
     def watch(k, x):
@@ -62,7 +64,7 @@ def test_likelihood_never_increases_and_flux_is_kept(mode, model):
 
     deblur(y, smap, iterations=25, callback=watch, **kw)
     assert len(nll) == 25
-    assert all(b <= a + 1e-9 * abs(a) for a, b in zip(nll, nll[1:]))
+    assert all(b <= a + 1e-9 * abs(a) for a, b in itertools.pairwise(nll))
     np.testing.assert_allclose(flux, y.sum(), rtol=1e-9)
 
 
