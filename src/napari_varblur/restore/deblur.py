@@ -116,8 +116,26 @@ def deblur(
     >>> bool(estimate[16, 16] > 5 * observed[16, 16])
     True
     """
-    spec = BlurSpec.build(image, sigma, BlurOptions.pick(locals()), mask)
-    chosen = settings(DeblurOptions.pick(locals()), len(spec.axes), callback)
+    spec, chosen = checked(image, sigma, mask, DeblurOptions.pick(locals()), callback)
     if spec.lazy:
         return deblur_lazy(spec, chosen, HALO_RADII)
     return deblur_spec(spec, chosen)
+
+
+def checked(image, sigma, mask, options: DeblurOptions, callback=None):
+    """The validated spec and settings of a deblur (every error at call time)."""
+    blur = BlurOptions.pick(options.kwargs())
+    spec = BlurSpec.build(image, sigma, blur, mask)
+    return spec, settings(options, len(spec.axes), callback)
+
+
+def deblur_steps(image: npt.ArrayLike, sigma, *, mask=None, **options):
+    """:func:`deblur` as a generator of ``(iteration, estimate)`` (NumPy images): the
+    arguments are checked now, the iterations run as it is consumed (napari's worker,
+    with progress and Cancel).  The estimate is the working array: copy to keep it."""
+    from .solve import deblur_steps as run_steps
+
+    spec, chosen = checked(image, sigma, mask, DeblurOptions(**options))
+    if spec.lazy:
+        raise TypeError("deblur_steps: a NumPy image (deblur takes dask images)")
+    return run_steps(spec, chosen)

@@ -65,11 +65,11 @@ def _at(x: np.ndarray, axis: int, index) -> np.ndarray:
     return x[(slice(None),) * axis + (index,)]
 
 
-def run(p: Problem, start: np.ndarray, iterations: int, *, tv=None, accelerate=False,
-        stop=None, callback=None) -> np.ndarray:  # fmt: skip
-    """Up to ``iterations`` steps from ``start``; Biggs-Andrews extrapolation when
-    ``accelerate``; stop early when the relative change falls below ``stop`` or the
-    ``callback(iteration, estimate)`` returns True."""
+def steps(p: Problem, start: np.ndarray, iterations: int, *, tv=None, accelerate=False,
+          stop=None):  # fmt: skip
+    """Yield ``(k, estimate)`` after each of up to ``iterations`` steps from ``start``
+    (the caller may stop asking); Biggs-Andrews extrapolation when ``accelerate``; ends
+    early once the relative change falls below ``stop``."""
     x, previous, g1, g2 = start, None, None, None
     for k in range(1, iterations + 1):
         y = x
@@ -81,13 +81,21 @@ def run(p: Problem, start: np.ndarray, iterations: int, *, tv=None, accelerate=F
             g1, g2 = new - y, g1
         change = _change(new, x) if stop is not None else None
         previous, x = (x if accelerate else None), new  # kept only to extrapolate
+        yield k, x
+        if change is not None and change < stop:
+            return
+
+
+def run(p: Problem, start: np.ndarray, iterations: int, *, callback=None, **options):
+    """The last estimate of :func:`steps`; ``callback(k, estimate)`` (a read-only view)
+    after each step stops the run by returning True."""
+    x = start
+    for k, x in steps(p, start, iterations, **options):
         if callback is not None:
             view = x.view()
             view.flags.writeable = False
             if callback(k, view) is True:
                 break
-        if change is not None and change < stop:
-            break
     return x
 
 

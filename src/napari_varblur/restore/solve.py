@@ -14,6 +14,22 @@ def deblur_spec(spec: BlurSpec, chosen: Settings) -> np.ndarray:
     """Deblur a validated NumPy spec with checked settings."""
     if spec.image.size == 0:
         return np.zeros(spec.shape, spec.precision)
+    p, start, options = prepare(spec, chosen)
+    x = it.run(p, start, chosen.iterations, callback=chosen.callback, **options)
+    return np.asarray(x, spec.precision)
+
+
+def deblur_steps(spec: BlurSpec, chosen: Settings):
+    """Yield ``(k, estimate)`` after each iteration (a generator: napari's worker runs
+    it and may stop asking: Cancel)."""
+    if spec.image.size == 0:
+        return
+    p, start, options = prepare(spec, chosen)
+    yield from it.steps(p, start, chosen.iterations, **options)
+
+
+def prepare(spec: BlurSpec, chosen: Settings):
+    """The problem, the flat start and the iterations' options."""
     p = problem(spec)
     tv = None
     if chosen.method == "rl_tv" and chosen.regularization > 0:
@@ -22,6 +38,4 @@ def deblur_spec(spec: BlurSpec, chosen: Settings) -> np.ndarray:
     total = float(np.sum(p.observed, dtype=np.float64))
     count = float(np.sum(p.norm > 0))
     start = np.full(spec.shape, total / count if total > 0 and count else 1.0, p.dtype)
-    x = it.run(p, start, chosen.iterations, tv=tv, accelerate=chosen.acceleration,
-               stop=chosen.stop, callback=chosen.callback)  # fmt: skip
-    return np.asarray(x, spec.precision)
+    return p, start, dict(tv=tv, accelerate=chosen.acceleration, stop=chosen.stop)
