@@ -221,3 +221,23 @@ def test_varblur_deblur_writes_what_the_library_gives(tmp_path, monkeypatch, cap
     assert "iterations" in capsys.readouterr().err
     assert cli.main(["deblur", "in.npy", "out.npy", "--sigma", "1", "--iterations", "3"]) == 2
     np.testing.assert_allclose(np.load("out.npy"), expected, rtol=1e-10, atol=1e-10)
+
+
+def test_a_per_axis_tolerance_map_deblurs_on_the_exact_pair():
+    """Per-axis level mixes transpose one level combination at a time: a deblur runs
+    the exact gather and scatter there instead (the planner's ``paired`` route)."""
+    from napari_varblur.core.spec import BlurSpec
+    from napari_varblur.engine.planner import route
+
+    shape = (12, 40, 40)
+    z, y, x = np.indices(shape)
+    per_axis = np.stack([1 + z / 12, 0.5 + y / 40, 0.5 + x / 40], axis=-1)
+    spec = BlurSpec.from_args(np.zeros(shape, np.float32), per_axis, tolerance=1e-3)
+    plain = route(spec)
+    if plain.kind == "levels":
+        assert not plain.levels.diagonal
+    assert route(spec, paired=True).kind == "gather"
+    image = RNG.random(shape).astype(np.float32) * 10
+    exact = deblur(image, per_axis, iterations=3)
+    tolerant = deblur(image, per_axis, iterations=3, tolerance=1e-3)
+    np.testing.assert_array_equal(tolerant, exact)

@@ -56,11 +56,16 @@ class Route:
         return self.backend.name
 
 
-def route(spec: BlurSpec, *, native: bool = False, interim: bool = False) -> Route:
+def route(
+    spec: BlurSpec, *, native: bool = False, interim: bool = False, paired: bool = False
+) -> Route:
     """Decide how a valid spec runs.
 
     ``native``: the JAX-native API (JAX data, concrete or traced: ``spec.max_radius``).
     ``interim``: a napari click, which may run on JAX while Numba still compiles.
+    ``paired``: the route also runs transposed, many times (a deblur): a level plan
+    that mixes each axis on its own (per-axis maps) transposes one combination of
+    levels at a time, so there the exact gather and scatter run instead.
     """
     name, switched = _backend(spec, native, interim)
     backend = backends.load(name)
@@ -76,7 +81,7 @@ def route(spec: BlurSpec, *, native: bool = False, interim: bool = False) -> Rou
     table = cost.COSTS.get(backend.name)
     levels = None if table is None or backend.correlate is None else plan_levels(spec)
     plan = None if levels is None else cost.choose(spec, levels, table, backend.bands)
-    if plan is None:
+    if plan is None or (paired and not levels.diagonal):
         return Route(backend, "gather", interim=switched)
     return Route(backend, "levels", levels, plan, interim=switched)
 

@@ -54,7 +54,7 @@ def blur_operator(sigma, shape, **options):
     spec = BlurSpec.build(np.zeros(shape), sigma, BlurOptions(**options), mask)
     if spec.lazy:
         raise TypeError("blur_operator: sigma and mask must be NumPy arrays, not dask")
-    chosen = route(spec)
+    chosen = route(spec, paired=True)
     ahead, back = spec, replace(spec, model=OTHER[spec.model])
 
     def apply(one: BlurSpec, v: np.ndarray) -> np.ndarray:

@@ -41,7 +41,7 @@ def problem(spec: BlurSpec) -> Problem:
     y = np.asarray(spec.image).astype(dtype)  # a copy: the input is never written
     counted = _counted(spec, y)
     plain = replace(spec, image=y, mask=None, nan_policy="propagate")
-    chosen = route(plain)
+    chosen = route(plain, paired=True)
     ahead = replace(plain, model=spec.model)
     # The transpose of the linear part: constant mode's fill enters A only.
     back = replace(plain, model=OTHER[spec.model], cval=0.0)
