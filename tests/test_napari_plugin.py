@@ -24,7 +24,13 @@ def test_manifest_contributions_are_registered():
     pm.discover()
     manifest = pm.get_manifest(PLUGIN)
     widgets = {w.display_name for w in manifest.contributions.widgets}
-    assert widgets == {"Gaussian blur", "Compare backends", "Make sigma map", "Estimate sigma map"}
+    assert widgets == {
+        "Gaussian blur",
+        "Compare backends",
+        "Make sigma map",
+        "Estimate sigma map",
+        "Deblur",
+    }
     filter_menu = manifest.contributions.menus["napari/layers/filter"]
     assert filter_menu[0].submenu == "napari-varblur.submenu"
     assert [s.label for s in manifest.contributions.submenus] == ["VarBlur"]
