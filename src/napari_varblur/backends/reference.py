@@ -86,65 +86,66 @@ def _varying_blur(x: np.ndarray, plan: list[MapAxis]) -> np.ndarray:
     ext = x
     for m in plan:
         ext = extend_along(ext, m.axis, m.source(), m.fill)
-    radii = [m.radius() for m in plan]
-    exponents = [m.exponent() for m in plan]
-
-    denominator = np.ones(x.shape)  # the product over axes of each axis's counted sum
-    for m, r, h in zip(plan, radii, exponents):
-        total = sum(_tap_weight(m, d, r, h, x.ndim)[0] for d in range(-m.pad, m.pad + 1))
-        denominator = denominator * total
-
     numerator = np.zeros(x.shape)
 
-    def visit(a: int, w: np.ndarray, count: np.ndarray, window: list) -> None:
-        if a == len(plan):
-            # `where`, not a product: a NaN outside a pixel's window must not reach it.
-            numerator[...] += np.where(count, w * ext[tuple(window)], 0.0)
-            return
-        m = plan[a]
-        for t, d in enumerate(range(-m.pad, m.pad + 1)):
-            w_d, c_d = _tap_weight(m, d, radii[a], exponents[a], x.ndim)
-            window[m.axis] = slice(t, t + m.n)
-            visit(a + 1, w * w_d, count & c_d, window)
+    def add(window: tuple, w: np.ndarray, count: np.ndarray) -> None:
+        # `where`, not a product: a NaN outside a pixel's window must not reach it.
+        numerator[...] += np.where(count, w * ext[window], 0.0)
 
     # A counted tap whose weight underflowed to 0 times an infinite value is NaN: the
     # contract's meaning, so NumPy need not warn about it.
     with np.errstate(invalid="ignore"):
-        visit(0, np.ones(x.shape), np.ones(x.shape, dtype=bool), [slice(None)] * x.ndim)
-    return numerator / denominator
+        _each_tap(plan, x.shape, add)
+    return numerator / _normaliser(plan, x.ndim)
 
 
 def _varying_scatter(y: np.ndarray, plan: list[MapAxis]) -> np.ndarray:
     """The transpose of :func:`_varying_blur`: every pixel's value over its own
     normaliser, spread over the extended image offset by offset with its own weights,
     then the extension folded back (the last axis extended is folded first)."""
-    radii = [m.radius() for m in plan]
-    exponents = [m.exponent() for m in plan]
-    denominator = np.ones(y.shape)
-    for m, r, h in zip(plan, radii, exponents):
-        total = sum(_tap_weight(m, d, r, h, y.ndim)[0] for d in range(-m.pad, m.pad + 1))
-        denominator = denominator * total
-    z = y / denominator
+    z = y / _normaliser(plan, y.ndim)
     shape = list(y.shape)
     for m in plan:
         shape[m.axis] = m.n + 2 * m.pad
     ext = np.zeros(shape)
 
-    def visit(a: int, w: np.ndarray, count: np.ndarray, window: list) -> None:
-        if a == len(plan):
-            ext[tuple(window)] += np.where(count, w * z, 0.0)
-            return
-        m = plan[a]
-        for t, d in enumerate(range(-m.pad, m.pad + 1)):
-            w_d, c_d = _tap_weight(m, d, radii[a], exponents[a], y.ndim)
-            window[m.axis] = slice(t, t + m.n)
-            visit(a + 1, w * w_d, count & c_d, window)
+    def add(window: tuple, w: np.ndarray, count: np.ndarray) -> None:
+        ext[window] += np.where(count, w * z, 0.0)
 
     with np.errstate(invalid="ignore"):
-        visit(0, np.ones(y.shape), np.ones(y.shape, dtype=bool), [slice(None)] * y.ndim)
+        _each_tap(plan, y.shape, add)
     for m in reversed(plan):
         ext = fold_along(ext, m.axis, m.source(), m.n)
     return ext
+
+
+def _normaliser(plan: list[MapAxis], ndim: int) -> np.ndarray:
+    """Each pixel's normaliser: the product over axes of its counted weights' sum."""
+    denominator = np.ones(())
+    for m in plan:
+        r, h = m.radius(), m.exponent()
+        total = sum(_tap_weight(m, d, r, h, ndim)[0] for d in range(-m.pad, m.pad + 1))
+        denominator = denominator * total
+    return denominator
+
+
+def _each_tap(plan: list[MapAxis], shape: tuple[int, ...], add) -> None:
+    """``add(window, w, count)`` for every combination of offsets: the window of the
+    extended image it reads, each pixel's weight and whether the tap counts."""
+    radii = [m.radius() for m in plan]
+    exponents = [m.exponent() for m in plan]
+
+    def visit(a: int, w: np.ndarray, count: np.ndarray, window: list) -> None:
+        if a == len(plan):
+            add(tuple(window), w, count)
+            return
+        m = plan[a]
+        for t, d in enumerate(range(-m.pad, m.pad + 1)):
+            w_d, c_d = _tap_weight(m, d, radii[a], exponents[a], len(shape))
+            window[m.axis] = slice(t, t + m.n)
+            visit(a + 1, w * w_d, count & c_d, window)
+
+    visit(0, np.ones(shape), np.ones(shape, dtype=bool), [slice(None)] * len(shape))
 
 
 #: The oracle always gathers: the router walks levels only for backends with a cost table

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,7 +59,5 @@ def _spacing(value: object, blurred: int) -> tuple[float, ...]:
             f"pixel_spacing: expected 1 or {blurred} values (one per blurred axis), "
             f"got {len(values)}"
         )
-    spacing = [real("pixel_spacing", v, above=0.0) for v in values]
-    if not all(math.isfinite(d) for d in spacing):
-        raise ArgumentError(f"pixel_spacing: must be finite, got {value!r}")
+    spacing = [real("pixel_spacing", v, above=0.0) for v in values]  # finite, > 0
     return tuple(spacing * blurred if len(spacing) == 1 else spacing)

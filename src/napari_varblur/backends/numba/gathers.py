@@ -12,6 +12,7 @@ than three blurred axes run the generic N-D kernel.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -77,26 +78,16 @@ def varying_blur(x, spec, plan, padded=None, flags=None) -> np.ndarray:
     flags = None if flags is None else flags.reshape(padded.shape)
     rows, holes = (None, None) if flags is None else _holes(flags)
     target = out.reshape(lead + work.shape[1:])
-    # An isotropic map is converted once and serves every axis.
-    compact = [_compact_map(m.sigma, spec.shape, spec.axes, missing)
-               for m in (plan[:1] if spec.isotropic else plan)]  # fmt: skip
-    maps = [(_ZERO_MAP, np.zeros(4, np.int64))] * missing + compact * (
-        len(plan) if spec.isotropic else 1
-    )
-    # float32 maps go in as they are (no float64 copy), float64 maps likewise: each axis
-    # gets one array of each type, the unused one a 1-element stand-in.
-    wide = [m if m.dtype == np.float64 else _ZERO_MAP for m, _ in maps]
-    narrow = [m if m.dtype == np.float32 else _ZERO_MAP32 for m, _ in maps]
-    is32 = [[int(m.dtype == np.float32)] for m, _ in maps]
+    m = map_arguments(spec, plan)
     with parallel_section():
         _varying3d(
             padded,
-            np.array([0] * missing + [m.pad for m in plan], np.int64),
-            np.array([True] * missing + [m.crop for m in plan], np.bool_),
-            np.array([0] * missing + [m.limit for m in plan], np.int64),
-            *wide,
-            *narrow,
-            np.hstack([np.stack([flags for _, flags in maps]), np.array(is32, np.int64)]),
+            m.pads,
+            m.crops,
+            m.limits,
+            *m.wide,
+            *m.narrow,
+            m.flags,
             spec.truncate,
             finite,
             flags,
@@ -109,6 +100,40 @@ def varying_blur(x, spec, plan, padded=None, flags=None) -> np.ndarray:
 
 
 _ZERO_MAP = np.zeros((1, 1, 1, 1), np.float64)
+
+
+class MapArguments(NamedTuple):
+    """What the 3-D map kernels (gather and scatter) take for a plan of 1-3 axes, run
+    as 3-D with untouched leading axes: per axis its pad, crop flag, radius cap, the
+    map as float64 (``wide``) or float32 (``narrow``) and the map's flags."""
+
+    pads: np.ndarray
+    crops: np.ndarray
+    limits: np.ndarray
+    wide: list
+    narrow: list
+    flags: np.ndarray
+
+
+def map_arguments(spec, plan) -> MapArguments:
+    missing = 3 - len(plan)
+    # An isotropic map is converted once and serves every axis.
+    compact = [_compact_map(m.sigma, spec.shape, spec.axes, missing)
+               for m in (plan[:1] if spec.isotropic else plan)]  # fmt: skip
+    maps = [(_ZERO_MAP, np.zeros(4, np.int64))] * missing + compact * (
+        len(plan) if spec.isotropic else 1
+    )
+    # float32 maps go in as they are (no float64 copy), float64 maps likewise: each axis
+    # gets one array of each type, the unused one a 1-element stand-in.
+    is32 = [[int(m.dtype == np.float32)] for m, _ in maps]
+    return MapArguments(
+        np.array([0] * missing + [m.pad for m in plan], np.int64),
+        np.array([True] * missing + [m.crop for m in plan], np.bool_),
+        np.array([0] * missing + [m.limit for m in plan], np.int64),
+        [m if m.dtype == np.float64 else _ZERO_MAP for m, _ in maps],
+        [m if m.dtype == np.float32 else _ZERO_MAP32 for m, _ in maps],
+        np.hstack([np.stack([f for _, f in maps]), np.array(is32, np.int64)]),
+    )
 
 
 def _holes(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

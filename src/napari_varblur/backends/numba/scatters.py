@@ -22,7 +22,7 @@ from numba import njit, prange
 from ...core.spec import BlurSpec
 from ...core.taps import fold_along, from_working_layout, map_plan, working_layout
 from .common import FAST, kernel_array, parallel_section
-from .gathers import _ZERO_MAP, _ZERO_MAP32, TILE, _compact_map, _scratch3d, _tile_axis
+from .gathers import TILE, _scratch3d, _tile_axis, map_arguments
 from .weights import _gauss_table
 
 
@@ -35,25 +35,15 @@ def scatter(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndar
     missing = 3 - len(plan)
     lead = work.shape[:1] + (1,) * missing
     y = kernel_array(work, np.float64).reshape(lead + work.shape[1:])
-    compact = [_compact_map(m.sigma, spec.shape, spec.axes, missing)
-               for m in (plan[:1] if spec.isotropic else plan)]  # fmt: skip
-    maps = [(_ZERO_MAP, np.zeros(4, np.int64))] * missing + compact * (
-        len(plan) if spec.isotropic else 1
-    )
-    wide = [m if m.dtype == np.float64 else _ZERO_MAP for m, _ in maps]
-    narrow = [m if m.dtype == np.float32 else _ZERO_MAP32 for m, _ in maps]
-    is32 = [[int(m.dtype == np.float32)] for m, _ in maps]
-    flags = np.hstack([np.stack([f for _, f in maps]), np.array(is32, np.int64)])
-    pads = np.array([0] * missing + [m.pad for m in plan], np.int64)
+    m = map_arguments(spec, plan)
+    pads = m.pads
     ext = np.zeros(lead[:1] + tuple(n + 2 * p for n, p in zip(y.shape[1:], pads)), np.float64)
     axis = next((a for a in range(3) if y.shape[1 + a] > 1), 2)  # the outermost that blurs
-    crops = np.array([True] * missing + [m.crop for m in plan], np.bool_)
-    limits = np.array([0] * missing + [m.limit for m in plan], np.int64)
     like = np.empty(1, spec.precision)  # the gather's last-axis table is in the precision
     with parallel_section():
         for jobs in _phases(y.shape[0], y.shape[1 + axis], int(pads[axis])):
-            _scatter3d(y, ext, like, *wide, *narrow, flags, pads, crops, limits, spec.truncate,
-                       axis, jobs)  # fmt: skip
+            _scatter3d(y, ext, like, *m.wide, *m.narrow, m.flags, pads, m.crops, m.limits,
+                       spec.truncate, axis, jobs)  # fmt: skip
     out = ext.reshape((work.shape[0],) + ext.shape[1 + missing :])
     for i, m in reversed(list(enumerate(plan))):
         out = fold_along(out, 1 + i, m.source(), m.n)
