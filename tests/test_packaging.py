@@ -86,7 +86,10 @@ def test_wheel_ships_the_manifest_and_is_discovered(tmp_path):
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout
     assert out.splitlines()[0].startswith(str(target))
-    assert "['Compare backends', 'Deblur', 'Estimate sigma map', 'Gaussian blur', 'Make sigma map']" in out
+    assert (
+        "['Compare backends', 'Deblur', 'Estimate sigma map', 'Gaussian blur', 'Make sigma map']"
+        in out
+    )
 
 
 def test_plain_install_runs_varblur_blur_on_a_tiff(tmp_path):

@@ -2,8 +2,9 @@
 
 It undoes the blur an Image layer shows (a global sigma, or a sigma-map layer times
 sigma) with Richardson-Lucy or RL-TV, in napari's ``thread_worker``: progress per
-iteration, Cancel between iterations, and the estimate shown as it improves.  The
-arguments are checked on the GUI thread first, so a bad choice starts nothing.
+iteration (at most five reports a second), Cancel between iterations, and the estimate
+shown as it improves.  The arguments are checked on the GUI thread first, so a bad
+choice starts nothing.
 
 Its layers are tagged with the image's id, so a re-run updates them in place and never
 touches a layer it did not make: ``"<image> deblurred"`` (the estimate) and
@@ -13,6 +14,7 @@ like the image, with the settings in their metadata.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,8 +35,9 @@ if TYPE_CHECKING:
 
 DEBLUR_KIND = "deblur"
 ESTIMATE_ROLE, RESIDUAL_ROLE = "deblurred", "deblur-residual"
-#: How often (in iterations) the estimate layer is refreshed while it runs.
-SHOW_EVERY = 5
+#: The least time between two reports of a run (status and the estimate layer): fast
+#: iterations would otherwise flood Qt's event loop with updates (each one a redraw).
+REPORT_EVERY_S = 0.2
 
 DEBLUR_FIELDS: tuple[Field, ...] = (
     ("image", layer_picker(Image, "image"), "the observed (blurred) image; left unchanged"),
@@ -93,14 +96,17 @@ class DeblurWidget(Scrolling, Threaded, Container):
         latest: dict[str, Any] = {}
 
         def work():
+            reported = time.monotonic()
             for k, x in steps:
                 latest.update(k=k, x=x)
-                yield k
+                if time.monotonic() - reported >= REPORT_EVERY_S:
+                    reported = time.monotonic()
+                    yield k, x.copy()
             return latest.get("x")
 
-        def progress(k: int) -> str:
-            if k % SHOW_EVERY == 0 or k == total:
-                self._publish_estimate(source, latest["x"].copy(), settings, k)
+        def progress(report: tuple[int, np.ndarray]) -> str:
+            k, x = report
+            self._publish_estimate(source, x, settings, k)
             return f"iteration {k}/{total}"
 
         self._start(work, total, lambda x: self._done(x, source, args, settings, latest),
