@@ -14,6 +14,7 @@ from .backends import BackendUnavailableError, available_backends
 
 __all__ = [
     "BackendUnavailableError",
+    "BeadFit",
     "SigmaFit",
     "__version__",
     "available_backends",
@@ -22,6 +23,7 @@ __all__ = [
     "deblur",
     "fit_sigma_map",
     "gaussian_blur",
+    "sigma_map_from_beads",
 ]
 
 
@@ -41,4 +43,9 @@ def __getattr__(name: str):
         from . import restore
 
         return getattr(restore, name)
+    # Measuring beads imports SciPy's ndimage and spatial: on first use too.
+    if name in ("sigma_map_from_beads", "BeadFit"):
+        from . import measure
+
+        return getattr(measure, name)
     raise AttributeError(f"module 'napari_varblur' has no attribute {name!r}")

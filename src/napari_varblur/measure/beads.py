@@ -1,0 +1,211 @@
+"""``sigma_map_from_beads``: a sigma map measured from an image of sub-resolution beads."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from ..core.bead_params import BEAD_DEFAULT as DEFAULT
+from ..core.bead_params import BeadOptions, fill_bead_doc
+from ..core.checks import ArgumentError
+from . import field, pipeline
+from . import status as status_rules
+from .result import FWHM, BeadFit, BeadTable, summarise
+from .settings import Settings, settings
+
+#: The field needs at least this many kept beads.
+FEWEST = 3
+
+
+class Progress(NamedTuple):
+    """A step of :func:`sigma_map_from_beads_steps`: ``stage`` ("fitting plane 1/1",
+    "field"), and ``done`` of ``total`` units of it."""
+
+    stage: str
+    done: int
+    total: int
+
+
+@fill_bead_doc
+def sigma_map_from_beads(
+    image: npt.ArrayLike,
+    *,
+    spacing: float | tuple[float, ...] | None = DEFAULT.spacing,
+    threshold: float = DEFAULT.threshold,
+    min_separation: float = DEFAULT.min_separation,
+    saturation: float | None = DEFAULT.saturation,
+    axes: tuple[int, ...] | None = DEFAULT.axes,
+    per_axis: bool = DEFAULT.per_axis,
+    truncate: float = DEFAULT.truncate,
+    degree: int | None = DEFAULT.degree,
+) -> BeadFit:
+    """Measure a sigma map from an image of sub-resolution beads.
+
+    Beads are found as local maxima of the image smoothed at their size, standing
+    ``threshold`` noise standard deviations above a robust background; each is fitted
+    with a Gaussian plus a background by weighted least squares (Poisson variance with
+    the camera's gain, estimated from the beads), using the blur's own sampled kernel,
+    so a fitted sigma is the one ``gaussian_blur`` takes.  Beads cut by the border,
+    saturated, doubled, faint or badly fitted are left out with that reason; a smooth
+    field (a polynomial of a degree chosen by the data, with iterative outlier
+    rejection) over the kept ones gives the map and its uncertainty.  One failed fit
+    never stops the others.
+
+    Parameters
+    ----------
+    image
+        A 2-D or 3-D bead image (a z-stack: z first), or a stack of them (see ``axes``).
+    spacing
+        %(spacing)s
+    threshold
+        %(threshold)s
+    min_separation
+        %(min_separation)s
+    saturation
+        %(saturation)s
+    axes
+        %(axes)s
+    per_axis
+        %(per_axis)s
+    truncate
+        %(truncate)s
+    degree
+        %(degree)s
+
+    Returns
+    -------
+    BeadFit
+        ``sigma_map`` (the image's shape, plus one sigma per axis with ``per_axis``),
+        ``uncertainty``, ``extrapolated``, ``beads`` (a table: one row per candidate,
+        its ``status`` ``"ok"`` or why it was left out) and ``summary``.
+
+    Raises
+    ------
+    ValueError
+        An argument is wrong, or the image holds too few usable beads (the message
+        says what was found).
+
+    Examples
+    --------
+    >>> fit = sigma_map_from_beads(beads, spacing=(0.3, 0.1, 0.1))  # doctest: +SKIP
+    >>> print(fit)  # doctest: +SKIP
+    >>> sharp = deblur(image, fit.sigma_map, model="scatter", iterations=30)  # doctest: +SKIP
+    """
+    options = BeadOptions.pick(locals())
+    steps = sigma_map_from_beads_steps(image, **options.kwargs())
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def sigma_map_from_beads_steps(
+    image: npt.ArrayLike, **options
+) -> Generator[Progress, None, BeadFit]:
+    """:func:`sigma_map_from_beads` as a generator: it yields :class:`Progress` between
+    batches of beads (where a caller may stop it) and returns the :class:`BeadFit`."""
+    setting = settings(image, BeadOptions(**options))
+    planes = setting.image if setting.stack is not None else setting.image[None]
+    found = []
+    for index, plane in enumerate(planes):
+        stage = f"fitting beads, plane {index + 1}/{len(planes)}"
+        steps = pipeline.measure(plane, setting)
+        while True:
+            try:
+                done, total = next(steps)
+            except StopIteration as result:
+                found.append(result.value)
+                break
+            yield Progress(stage, done, total)
+    yield Progress("field", 0, 1)
+    return _field(found, setting)
+
+
+def _field(found: list[pipeline.Plane], setting: Settings) -> BeadFit:
+    centres = np.concatenate([p.centres for p in found])
+    sigmas = np.concatenate([p.sigmas for p in found])
+    errors = np.concatenate([p.sigma_se for p in found])
+    status = np.concatenate([p.status for p in found])
+    evidence = np.concatenate([p.evidence for p in found])
+    kept = status == "ok"
+    if kept.sum() < FEWEST:
+        _too_few(status)
+    columns = range(sigmas.shape[1]) if setting.per_axis else range(1)
+    names = [f"sigma_{setting.names[c]}" for c in columns] if setting.per_axis else ["sigma"]
+    shape = setting.image.shape[-len(setting.axes) :]
+    for _ in range(3):  # a bead out on one axis is out on all: refit the others
+        fits = [field.fit(centres[kept], sigmas[kept, c], errors[kept, c], shape,
+                          setting.degree) for c in columns]  # fmt: skip
+        inside = np.all([k for _, k in fits], axis=0)
+        if inside.all():
+            break
+        status[np.flatnonzero(kept)[~inside]] = "outlier"
+        kept = status == "ok"
+    blended = status_rules.doublet(*evidence.T, least=status_rules.OUTLIER_DROP)
+    status[(status == "outlier") & blended] = "doublet"
+    fields = dict(zip(names, (f for f, _ in fits)))
+    sigma_map, uncertainty, outside = field.render(list(fields.values()), centres[kept], shape)
+    if not setting.per_axis:
+        sigma_map, uncertainty = sigma_map[..., 0], uncertainty[..., 0]
+    noise = float(np.median([p.noise for p in found]))
+    gain = float(np.median([p.gain for p in found]))
+    summary = summarise(sigmas, kept, status, setting.names, setting.spacing, fields, noise, gain)
+    table = _table(found, status, setting)
+    return BeadFit(*_placed((sigma_map, uncertainty, outside), setting), table, summary,
+                   setting.axes, setting.names)  # fmt: skip
+
+
+def _too_few(status: np.ndarray) -> None:
+    reasons = ", ".join(f"{np.count_nonzero(status == s)} {s}" for s in np.unique(status)
+                        if s != "ok")  # fmt: skip
+    raise ArgumentError(
+        f"image: {np.count_nonzero(status == 'ok')} usable beads of {len(status)} "
+        f"candidates ({reasons}); a map needs at least {FEWEST}: image more beads, or "
+        f"check threshold=, saturation= and min_separation="
+    )
+
+
+def _placed(arrays, setting: Settings):
+    """The maps in the image's own axis order (a stack axis gets the same map)."""
+    spatial = len(setting.axes)
+    placed = []
+    for array in arrays:
+        extra = array.ndim - spatial
+        if setting.stack is not None:
+            array = np.broadcast_to(array, (setting.image.shape[0], *array.shape))
+            order = (setting.stack, *setting.axes)
+        else:
+            order = setting.axes
+        inverse = np.argsort(order)
+        array = np.transpose(array, (*inverse, *range(len(order), len(order) + extra)))
+        placed.append(np.ascontiguousarray(array))
+    return placed
+
+
+def _table(found: list[pipeline.Plane], status, setting: Settings) -> BeadTable:
+    def joined(name):
+        return np.concatenate([getattr(p, name) for p in found])
+
+    columns = {}
+    if setting.stack is not None:
+        columns["plane"] = np.concatenate([np.full(len(p.status), i) for i, p in enumerate(found)])
+    centres, centre_se = joined("centres"), joined("centre_se")
+    sigmas, sigma_se = joined("sigmas"), joined("sigma_se")
+    for i, name in enumerate(setting.names):
+        columns[name], columns[f"{name}_se"] = centres[:, i], centre_se[:, i]
+    if setting.per_axis:
+        for i, name in enumerate(setting.names):
+            columns[f"sigma_{name}"], columns[f"sigma_{name}_se"] = sigmas[:, i], sigma_se[:, i]
+    else:
+        columns["sigma"], columns["sigma_se"] = sigmas[:, 0], sigma_se[:, 0]
+    for i, name in enumerate(setting.names):
+        columns[f"fwhm_{name}"] = FWHM * sigmas[:, i] * setting.spacing[i]
+    for name in ("amplitude", "amplitude_se", "background", "background_se"):
+        columns[name] = joined(name)
+    columns["chi2"] = joined("chi2")
+    columns["status"] = status.astype(str)
+    return BeadTable(columns)
