@@ -53,15 +53,20 @@ def background(image: np.ndarray) -> np.ndarray:
 
 
 def upsample(grid: np.ndarray, shape: tuple[int, ...], nodes: list[np.ndarray]) -> np.ndarray:
-    """``grid`` (values at the pixel positions ``nodes``, one array per axis) linearly
-    interpolated to every pixel of ``shape`` (held constant beyond the end nodes)."""
+    """``grid`` (values at the pixel positions ``nodes``, one increasing array per axis)
+    linearly interpolated to every pixel of ``shape`` (held constant beyond the end
+    nodes), one axis at a time."""
     out = np.asarray(grid, dtype=np.float32)
     for axis, (n, at) in enumerate(zip(shape, nodes)):
-        moved = np.moveaxis(out, axis, -1)
-        flat = moved.reshape(-1, moved.shape[-1])
-        pixels = np.arange(n, dtype=np.float64)
-        rows = [np.interp(pixels, at, row) for row in flat]
-        out = np.moveaxis(np.asarray(rows, np.float32).reshape(*moved.shape[:-1], n), -1, axis)
+        at = np.asarray(at, dtype=np.float64)
+        pixels = np.clip(np.arange(n, dtype=np.float64), at[0], at[-1])
+        left = np.clip(np.searchsorted(at, pixels, side="right") - 1, 0, max(len(at) - 2, 0))
+        right = np.minimum(left + 1, len(at) - 1)
+        gap = np.where(right > left, at[right] - at[left], 1.0)
+        t = ((pixels - at[left]) / gap).astype(np.float32)
+        t = t.reshape((-1,) + (1,) * (out.ndim - axis - 1))
+        low, high = np.take(out, left, axis=axis), np.take(out, right, axis=axis)
+        out = low + (high - low) * t
     return out
 
 

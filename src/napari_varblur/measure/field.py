@@ -94,11 +94,27 @@ def fit(points, values, errors, shape, degree: int | None = None) -> tuple[Field
     kept = np.ones(len(values), dtype=bool)
     while True:
         field, residual = _select(points[kept], values[kept], errors[kept], shape, degree)
-        spread = np.sqrt(errors[kept] ** 2 + field.tau**2)
+        spread = np.sqrt(errors[kept] ** 2 + _robust_tau(residual, errors[kept]) ** 2)
         score = np.abs(residual) / spread
         if score.size == 0 or score.max() <= OUTLIER or kept.sum() <= len(values) * 0.6:
             return field, kept
         kept[np.flatnonzero(kept)[np.argmax(score)]] = False
+
+
+def _robust_tau(residual: np.ndarray, errors: np.ndarray) -> float:
+    """The scatter that makes the median squared standardised residual a chi-square's
+    (0.455): unlike the fitted ``tau``, an outlier barely moves it."""
+
+    def median(tau):
+        return np.median(residual**2 / (errors**2 + tau**2))
+
+    if residual.size == 0 or median(0.0) <= 0.455:
+        return 0.0
+    low, high = 0.0, float(np.max(np.abs(residual))) + 1e-12
+    for _ in range(50):
+        middle = 0.5 * (low + high)
+        low, high = (middle, high) if median(middle) > 0.455 else (low, middle)
+    return high
 
 
 def _select(points, values, errors, shape, degree):
@@ -121,10 +137,13 @@ def render(fields: list[Field], points: np.ndarray, shape: tuple[int, ...]):
     """The fields on every pixel of ``shape``: the map and its uncertainty (``shape``
     plus one entry per field, float32) and the extrapolated pixels (outside the convex
     hull of ``points``, the kept beads).  Evaluated on a grid of at most 65 nodes per
-    axis and interpolated linearly (a low-degree polynomial is smooth at that scale)."""
+    axis (33 in 3-D) and interpolated linearly: a low-degree polynomial is smooth at
+    that scale (a quadratic spanning 1.8 px over the field is off by under 0.002 px
+    between 33 nodes)."""
     from .detect import upsample
 
-    nodes = [np.unique(np.round(np.linspace(0, n - 1, min(n, 65)))) for n in shape]
+    count = 65 if len(shape) == 2 else 33
+    nodes = [np.unique(np.round(np.linspace(0, n - 1, min(n, count)))) for n in shape]
     grid = np.stack(np.meshgrid(*nodes, indexing="ij"), axis=-1).reshape(-1, len(shape))
     clamped = np.clip(grid, points.min(axis=0), points.max(axis=0))
     outside = _outside_hull(points, grid)

@@ -98,39 +98,52 @@ def estimate_gain(win: Windows, fitted: gauss.Fitted, layout, noise_var: float) 
     return max(float(np.median(votes)), 0.0) if votes.size else 0.0
 
 
-def doublet_start(win: Windows, single: gauss.Fitted, layout: Layout) -> np.ndarray:
-    """Two Gaussians split along the window's longest direction (in sigmas), as far
-    apart as its second moment says, each with half the amplitude."""
+def doublet_start(win: Windows, single: gauss.Fitted, layout: Layout, typical, spread=1.0):
+    """Two Gaussians split along the window's longest direction, measured in the
+    beads' ``typical`` sigma (a single bead is round there, a doublet long), as far
+    apart as the elongation says times ``spread``, each with half the amplitude and
+    the narrower width as the sigmas."""
     one, two = layout, Layout(layout.ndim, 2, layout.isotropic)
     sigma = np.broadcast_to(np.exp(single.params[:, one.log_sigmas]), (len(win.values), one.ndim))
     centre = single.params[:, one.centres]
-    u = (win.offsets[None] - centre[:, None]) / sigma[:, None]
+    u = (win.offsets[None] - centre[:, None]) / typical
     mass = np.maximum(win.values - single.params[:, :1], 0.0) * win.inside
-    mass *= np.sum(u * u, axis=-1) <= 9.0
+    mass *= np.sum(((win.offsets[None] - centre[:, None]) / sigma[:, None]) ** 2, axis=-1) <= 9.0
     mass /= np.maximum(mass.sum(axis=1, keepdims=True), 1e-12)
     mean = np.einsum("bn,bnd->bd", mass, u)
-    spread = np.einsum("bn,bnd,bne->bde", mass, u - mean[:, None], u - mean[:, None])
-    values, vectors = np.linalg.eigh(spread)
-    apart = 2.0 * np.sqrt(np.clip(values[:, -1] - 1.0, 0.25, 4.0))
-    step = 0.5 * apart[:, None] * vectors[:, :, -1] * sigma
+    moment = np.einsum("bn,bnd,bne->bde", mass, u - mean[:, None], u - mean[:, None])
+    values, vectors = np.linalg.eigh(moment)
+    long = np.clip(values[:, -1] - values[:, 0], 0.3, 9.0)
+    step = spread * np.sqrt(long)[:, None] * vectors[:, :, -1] * typical  # half the distance
+    width = np.sqrt(np.clip(values[:, :1], 0.1, None)) * typical  # the short axis' width
     params = np.zeros((len(win.values), two.size))
     params[:, 0] = single.params[:, 0]
     params[:, two.amplitudes] = 0.5 * single.params[:, 1:2]
     params[:, two.centres] = np.concatenate([centre - step, centre + step], axis=1)
-    params[:, two.log_sigmas] = single.params[:, one.log_sigmas] + np.log(0.85)
+    logs = np.log(np.minimum(width, sigma))
+    params[:, two.log_sigmas] = logs.mean(axis=1, keepdims=True) if one.isotropic else logs
     return params
 
 
-def doublet_evidence(win, single, half, layout, noise_var, gain) -> tuple[np.ndarray, ...]:
+def doublet_evidence(win, single, half, layout, noise_var, gain, typical) -> tuple[np.ndarray, ...]:
     """The doublet test: the drop in chi-square from one Gaussian to two (divided by the
     two's reduced chi-square when above one), the two's separation in sigmas and the
-    fainter one's share of the flux."""
+    fainter one's share of the flux.  Two starts (the elongation's distance, and 1.6
+    times it); the better fit counts."""
     two = Layout(layout.ndim, 2, layout.isotropic)
     model, _ = gauss.evaluate(single.params, win.offsets, layout)
     weight = win.inside / variance(model, single.params, noise_var, max(gain, 0.0))
     box = bounds(len(win.values), half, two, floor=0.0)
-    pair = gauss.fit(win.values, weight, win.offsets, doublet_start(win, single, layout), two,
-                     box, steps=40)  # fmt: skip
+    pair = None
+    for spread in (1.0, 1.6):
+        start = np.clip(doublet_start(win, single, layout, typical, spread), *box)
+        trial = gauss.fit(win.values, weight, win.offsets, start, two, box, steps=40)
+        if pair is None:
+            pair = trial
+        else:
+            better = trial.chi2 < pair.chi2
+            for name in ("params", "covariance", "chi2", "dof", "converged"):
+                getattr(pair, name)[better] = getattr(trial, name)[better]
     chi1 = np.sum(weight * (win.values - model) ** 2, axis=1)
     drop = (chi1 - pair.chi2) / np.maximum(pair.reduced, 1.0)
     sigma = np.broadcast_to(np.exp(pair.params[:, two.log_sigmas]), (len(model), two.ndim))

@@ -125,8 +125,8 @@ def fit(data, weight, grid, start, layout: Layout, bounds, steps: int = 60) -> F
 
 def _step(params, data, weight, model, jac, damping) -> np.ndarray:
     weighted = jac * weight[..., None]
-    normal = np.einsum("bnp,bnq->bpq", weighted, jac)
-    gradient = np.einsum("bnp,bn->bp", weighted, data - model)
+    normal = np.matmul(weighted.transpose(0, 2, 1), jac)  # batched BLAS, not einsum
+    gradient = np.matmul(weighted.transpose(0, 2, 1), (data - model)[..., None])[..., 0]
     diagonal = np.diagonal(normal, axis1=1, axis2=2)
     damped = normal + (damping[:, None] * (diagonal + 1e-12))[:, :, None] * np.eye(params.shape[1])
     try:
@@ -140,7 +140,7 @@ def _step(params, data, weight, model, jac, damping) -> np.ndarray:
 
 def _finish(params, jac, weight, chi2, layout, converged) -> Fitted:
     weighted = jac * weight[..., None]
-    normal = np.einsum("bnp,bnq->bpq", weighted, jac)
+    normal = np.matmul(weighted.transpose(0, 2, 1), jac)
     dof = np.count_nonzero(weight > 0, axis=1) - layout.size
     covariance = np.full_like(normal, np.nan)
     for i in range(len(params)):

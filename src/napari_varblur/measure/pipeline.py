@@ -131,7 +131,8 @@ def _batch(raw, points, seen: Scout, half, layout: Layout, setting: Settings) ->
     evidence = np.zeros((len(points), 3))
     if tried.any():
         evidence[tried] = np.stack(fitting.doublet_evidence(
-            _rows(win, tried), fitted.subset(tried), half, layout, seen.noise_var, seen.gain),
+            _rows(win, tried), fitted.subset(tried), half, layout, seen.noise_var, seen.gain,
+            seen.sigma),
             axis=1)  # fmt: skip
     tests["doublet"] = status.doublet(*evidence.T)
     return {

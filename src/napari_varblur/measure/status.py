@@ -8,15 +8,13 @@ import numpy as np
 #: The statuses, in order of precedence (``"outlier"`` is the field model's).
 STATUSES = ("ok", "edge", "saturated", "doublet", "faint", "poor_fit", "outlier")
 #: A drop in chi-square this large from one Gaussian to two (three or four more
-#: parameters) ...
-DOUBLET_DROP = 15.0
+#: parameters: about one single bead in 20,000 by chance) ...
+DOUBLET_DROP = 25.0
 #: ... with the two at least this many sigmas apart and the fainter holding at least
 #: this share of the flux, is a doublet.  (A single bead's best split puts a few
 #: percent of the flux on a noise bump; none of 125 single beads passed both.)
 DOUBLET_APART, DOUBLET_SHARE = 1.0, 0.2
-#: A field outlier with this much of the same evidence is a doublet too: its width is
-#: off the field and two Gaussians fit it better.
-OUTLIER_DROP = 4.0
+
 #: An amplitude below this many standard errors is noise, not a bead.
 FAINT = 3.0
 
