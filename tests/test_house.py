@@ -130,7 +130,9 @@ def public_functions():
     from napari_varblur.fit import fit_sigma_map_steps  # noqa: F401 - keywords checked below
     from napari_varblur.jax import gaussian_blur as jax_blur
 
-    found = [gaussian_blur, jax_blur, fit_sigma_map]
+    from napari_varblur import sigma_map_from_beads
+
+    found = [gaussian_blur, jax_blur, fit_sigma_map, sigma_map_from_beads]
     try:
         from napari_varblur import blur_layer
 
@@ -143,12 +145,14 @@ def public_functions():
 def test_public_signatures_take_the_declared_defaults_and_docs():
     """Each keyword of the public functions that is a declared parameter defaults to
     the declaration's default, and its docstring was filled (no ``%(name)s`` left)."""
+    from napari_varblur.core.bead_params import BEAD_PARAMS
     from napari_varblur.core.params import FIT_PARAMS, PARAMS
 
     #: blur_layer's ``axes`` is a layer's choice ("2d", "3d", "all"), not the library's.
     own = {"blur_layer": {"axes"}}
     for function in public_functions():
         declared = FIT_PARAMS if function.__name__.startswith("fit") else PARAMS
+        declared = BEAD_PARAMS if function.__name__.endswith("beads") else declared
         for name, parameter in inspect.signature(function).parameters.items():
             if name in own.get(function.__name__, ()):
                 continue
