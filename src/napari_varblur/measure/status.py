@@ -15,8 +15,9 @@ DOUBLET_DROP = 25.0
 #: percent of the flux on a noise bump; none of 125 single beads passed both.)
 DOUBLET_APART, DOUBLET_SHARE = 1.0, 0.2
 
-#: An amplitude below this many standard errors is noise, not a bead.
-FAINT = 3.0
+#: An amplitude below this many standard errors is noise, not a bead (the default
+#: detection threshold: noise peaks of the smoothed image that pass it reach 3-4).
+FAINT = 5.0
 
 
 def edge(centres, sigmas, shape, truncate) -> np.ndarray:
