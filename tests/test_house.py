@@ -126,11 +126,9 @@ def test_readme_is_a_front_page():
 
 
 def public_functions():
-    from napari_varblur import fit_sigma_map, gaussian_blur
+    from napari_varblur import fit_sigma_map, gaussian_blur, sigma_map_from_beads
     from napari_varblur.fit import fit_sigma_map_steps  # noqa: F401 - keywords checked below
     from napari_varblur.jax import gaussian_blur as jax_blur
-
-    from napari_varblur import sigma_map_from_beads
 
     found = [gaussian_blur, jax_blur, fit_sigma_map, sigma_map_from_beads]
     try:
