@@ -350,3 +350,17 @@ def test_sharp_noise_is_read_past_edges():
         for _ in range(3)
     ]  # fmt: skip
     assert 0.85 <= np.mean(ratios) <= 1.2
+
+
+@pytest.mark.parametrize("grid, dims", [((5, 6), 2), ((4, 5, 2), 2), ((3, 4, 5), 3)])
+def test_penalty_hessian_is_the_penalty_s(grid, dims):
+    """The covariance's prior is the Hessian of the penalty the fit minimises (per-axis
+    grids too: a trailing axis of maps)."""
+    import jax
+
+    from napari_varblur.fit.errors import penalty_hessian
+    from napari_varblur.fit.model import penalty
+
+    u = np.random.default_rng(1).standard_normal(grid)
+    exact = jax.hessian(lambda v: penalty(v.reshape(grid), dims))(u.ravel())
+    np.testing.assert_allclose(penalty_hessian(grid, dims), np.asarray(exact), atol=1e-5)
