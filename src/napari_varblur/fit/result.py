@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .errors import MAX_NODES, standard_errors
 from .model import Model, reduce_to_grid
 from .noise import derivative_energy
 
@@ -34,8 +35,10 @@ class SigmaFit:
         ``blurred - gaussian_blur(sharp, model_map)``, float32, NaN at invalid pixels.
     stderr
         Standard error of the fitted sigma at each pixel (pixels, same shape as the
-        map): the noise level (from the residual) over the local sensitivity of the
-        model to sigma, summed over the pixels one control node sees.
+        map): the larger of the nodes' covariance carried to the pixel (both images'
+        noise, the smoothness penalty's bias; :mod:`napari_varblur.fit.errors`) and the
+        local noise over the local sensitivity of the model to sigma, summed over the
+        pixels the nearest control node sees.
     observable
         Boolean map: ``stderr <= max_error * model_map``, and the sigma is below
         ``max_sigma`` (one pinned at it, within 0.5%, is only a lower bound; a
@@ -113,10 +116,11 @@ class Fitted:
     gain: float  # in the fit's units
     offset: float
     noise_x: np.ndarray | float  # the sharp image's noise per pixel, in the fit's units
+    nodes: np.ndarray | None = None  # the fitted node values u (the grid's shape)
 
 
 def fit_result(model, bases, blurred, valid, fit: Fitted, units: Units, size, history,
-               converged, max_error, start) -> SigmaFit:  # fmt: skip
+               converged, max_error, start, smoothness: float = 0.0) -> SigmaFit:  # fmt: skip
     """The :class:`SigmaFit` of the final outputs: residual, noise, standard errors,
     what is observable, and the warnings."""
     residual = np.where(valid, blurred - fit.image, np.nan)
@@ -126,13 +130,13 @@ def fit_result(model, bases, blurred, valid, fit: Fitted, units: Units, size, hi
     noise = math.sqrt(np.nansum(residual**2) / dof) if dof > 0 else math.inf
     noise = max(noise, floor)
     model_map = np.array(fit.sigma, dtype=np.float32)
-    # The sharp image's noise, blurred, inflates the sensitivity: take its mean out.
-    spurious = (units.y_scale * fit.gain * fit.noise_x) ** 2 * derivative_energy(
-        model_map, len(bases), model.per_axis, model.max_sigma, model.truncate
-    )
-    # Degrees of freedom: the nodes take some of the residual's variance.
-    dof_scale = math.sqrt(valid.sum() / dof) if dof > 0 else math.inf
-    stderr = _stderr(model, bases, fit.sensitivity, spurious, residual * dof_scale, floor)
+    # What the data near each pixel hold alone (its nearest node's information): a pixel
+    # known only through the smoothness penalty (an untextured region) is not measured.
+    stderr = _local_stderr(model, bases, fit, units, residual, dof, floor)
+    if math.prod(model.grid) <= MAX_NODES:  # and what every node under it allows
+        covariance = standard_errors(model, bases, fit, residual, units.y_scale, smoothness,
+                                     floor)  # fmt: skip
+        stderr = np.maximum(stderr, covariance)
     # A sigma pinned at max_sigma says "at least this much": not a measurement.
     pinned = model_map >= PINNED * model.max_sigma
     observable = (stderr <= max_error * model_map) & ~pinned
@@ -172,6 +176,18 @@ def _warn(model, pinned, observable, noise, blurred, valid, gain) -> None:
 
 def warning(message: str) -> None:
     warnings.warn(f"fit_sigma_map: {message}", RuntimeWarning, stacklevel=5)
+
+
+def _local_stderr(model: Model, bases, fit: Fitted, units: Units, residual, dof, floor):
+    """:func:`_stderr` with the sharp image's noise and the degrees of freedom: the
+    standard errors of a grid too large for :mod:`.errors`' covariance."""
+    # The sharp image's noise, blurred, inflates the sensitivity: take its mean out.
+    spurious = (units.y_scale * fit.gain * fit.noise_x) ** 2 * derivative_energy(
+        fit.sigma, len(bases), model.per_axis, model.max_sigma, model.truncate
+    )
+    # Degrees of freedom: the nodes take some of the residual's variance.
+    dof_scale = math.sqrt(np.isfinite(residual).sum() / dof) if dof > 0 else math.inf
+    return _stderr(model, bases, fit.sensitivity, spurious, residual * dof_scale, floor)
 
 
 def _stderr(model: Model, bases, sensitivity, spurious, residual, floor: float) -> np.ndarray:

@@ -286,9 +286,15 @@ def _run(model, sharp, blurred, valid, bases, smoothness, max_steps, tol, max_er
         )
     fit = Fitted(np.asarray(sigma), units.fitted(np.asarray(fitted, np.float64)),
                  np.asarray(sensitivity, np.float64) * units.y_scale, float(gain), float(offset),
-                 noise_x)  # fmt: skip
-    return fit_result(model, bases, blurred, valid, fit, units, u.size, history, converged,
-                      max_error, start)  # fmt: skip
+                 noise_x, np.asarray(u, np.float64))  # fmt: skip
+    result = fit_result(model, bases, blurred, valid, fit, units, u.size, history, converged,
+                        max_error, start, smoothness)  # fmt: skip
+    if fell:
+        return result
+    # The scan's map measured nothing: no pixel is observable.
+    nothing = np.zeros_like(result.observable)
+    return dataclasses.replace(result, observable=nothing,
+                               sigma_map=np.full_like(result.sigma_map, np.nan))  # fmt: skip
 
 
 def _sharp_noise(model: Model, outputs, x, y, valid) -> np.ndarray | float:
