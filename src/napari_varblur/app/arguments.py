@@ -38,11 +38,13 @@ def add_declared(
 
 
 class Help(argparse.HelpFormatter):
-    """Help that shows each option's default, where it has one."""
+    """Help that shows each option's default, where it has one (not a flag's: a
+    ``store_false`` flag such as ``--isotropic`` is off by default, its value True)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        shown = action.default is not None and action.default is not False
+        flag = action.nargs == 0  # store_true, store_false: on or off
+        shown = not flag and action.default is not None and action.default is not False
         if shown and action.default is not argparse.SUPPRESS and "%(default)" not in text:
             text += " (default: %(default)s)"
         return text
