@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..adapters.request import marked_pixels
 from ..core.params import Param
@@ -35,11 +38,13 @@ def add_declared(
 
 
 class Help(argparse.HelpFormatter):
-    """Help that shows each option's default, where it has one."""
+    """Help that shows each option's default, where it has one (not a flag's: a
+    ``store_false`` flag such as ``--isotropic`` is off by default, its value True)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        shown = action.default is not None and action.default is not False
+        flag = action.nargs == 0  # store_true, store_false: on or off
+        shown = not flag and action.default is not None and action.default is not False
         if shown and action.default is not argparse.SUPPRESS and "%(default)" not in text:
             text += " (default: %(default)s)"
         return text
@@ -86,3 +91,28 @@ def add_invert_mask(parser: argparse.ArgumentParser) -> None:
     """``--invert-mask``: the command line's way to say what ``--mask`` marks."""
     text = "--mask marks the invalid pixels instead (non-zero = leave out)"
     parser.add_argument("--invert-mask", action="store_true", help=text)
+
+
+def check_target(name: str, path: Path, inputs: Iterable[Path], overwrite: bool) -> None:
+    """Refuse an output before the work, not after it (a fit may take minutes): a format
+    the writer lacks, an input's name, an existing file without ``--overwrite``, a missing
+    folder.  The message starts with the option's ``name``."""
+    from ..adapters.files import ImageFileError, file_format
+
+    file_format(path)
+    if any(path.resolve() == given.resolve() for given in inputs):
+        raise ImageFileError(f"{name} is the same file as an input; write to a new file")
+    if path.exists() and not overwrite:
+        raise ImageFileError(f"{name}: {str(path)!r} exists; pass --overwrite to replace it")
+    if not path.parent.exists():
+        raise ImageFileError(f"{name}: the folder {str(path.parent)!r} does not exist")
+
+
+def map_of_axes(values: np.ndarray, axes: tuple[int, ...], per_axis: bool) -> np.ndarray:
+    """A map of the image's shape (plus a trailing axis of one sigma per axis with
+    ``per_axis``) as a map of ``axes`` only, in their order (``varblur blur
+    --sigma-map``'s): the other axes share one map, so their first index is it."""
+    ndim = values.ndim - per_axis
+    one = values[tuple(slice(None) if a in axes else 0 for a in range(ndim))]
+    order = [sorted(axes).index(a) for a in axes]
+    return one.transpose(order + [len(axes)] * per_axis)

@@ -1,5 +1,5 @@
-"""Command line: ``varblur demo``, ``varblur blur`` and ``varblur fit`` (also ``python -m
-napari_varblur``).
+"""Command line: ``varblur demo``, ``varblur blur``, ``varblur fit``, ``varblur deblur``
+and ``varblur beads`` (also ``python -m napari_varblur``).
 
 Exit status: 0 done; 1 the run failed (a file system error, a missing optional package);
 2 a bad argument or an input the command refuses (one line on stderr that names it);
@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from .._version import __version__
 from ..adapters.interrupts import caught_interrupts, committed, raise_if_interrupted
-from . import blur_command, deblur_command, fit_command
+from . import beads_command, blur_command, deblur_command, fit_command
 from .arguments import Help
 from .demo import demo
 
@@ -63,7 +63,8 @@ def _main(argv: list[str] | None) -> int:
         description="Gaussian blur with a global sigma or a per-pixel sigma map: "
         "'varblur demo' checks every backend on the built-in sample, 'varblur blur' "
         "blurs image files, 'varblur fit' estimates a sigma map from a sharp and a blurred "
-        "image (also: python -m napari_varblur).",
+        "image, 'varblur deblur' undoes a blur, 'varblur beads' measures a sigma map from "
+        "a bead image (also: python -m napari_varblur).",
     )
     parser.add_argument("--version", action="version", version=f"varblur {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -77,16 +78,15 @@ def _main(argv: list[str] | None) -> int:
         "--view", action="store_true", help="then open napari with the sample and the widget"
     )
     commands = {"blur": blur_command.add_parser(sub), "fit": fit_command.add_parser(sub),
-                "deblur": deblur_command.add_parser(sub)}  # fmt: skip
+                "deblur": deblur_command.add_parser(sub),
+                "beads": beads_command.add_parser(sub)}  # fmt: skip
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # named by the command's parser: "varblur blur: error: ..."
         commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
-    if args.command == "blur":
-        return run_command("blur", blur_command.run, args)
-    if args.command == "fit":
-        return run_command("fit", fit_command.run, args)
-    if args.command == "deblur":
-        return run_command("deblur", deblur_command.run, args)
+    runs = {"blur": blur_command.run, "fit": fit_command.run, "deblur": deblur_command.run,
+            "beads": beads_command.run}  # fmt: skip
+    if args.command in runs:
+        return run_command(args.command, runs[args.command], args)
     if args.command == "demo":
         if args.size < 8:
             parser.error("--size: must be at least 8")

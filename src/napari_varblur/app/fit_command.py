@@ -19,7 +19,15 @@ import numpy as np
 from ..core.options import FitOptions
 from ..core.params import FIT_PARAMS, PARAMS
 from ..core.spec import normalize_channel_axis
-from .arguments import Help, add_declared, add_invert_mask, channel_argument, mask_argument
+from .arguments import (
+    Help,
+    add_declared,
+    add_invert_mask,
+    channel_argument,
+    check_target,
+    map_of_axes,
+    mask_argument,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -79,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     outputs = {"OUTPUT": target, "--residual": Path(args.residual) if args.residual else None}
     for name, path in outputs.items():
         if path is not None:
-            _check_target(name, path, (sharp_path, blurred_path), args.overwrite)
+            check_target(name, path, (sharp_path, blurred_path), args.overwrite)
     sharp, _ = _read(sharp_path, "SHARP")
     blurred, info = _read(blurred_path, "BLURRED")
     axes = _fit_axes(args, blurred_path, blurred.ndim)
@@ -90,23 +98,10 @@ def run(args: argparse.Namespace) -> int:
     what = "model map" if args.model_map else "sigma map, NaN where not observable"
     # A per-axis map's trailing axis has no description in the input's metadata.
     like = None if args.per_axis else info.select(axes)
-    _write(_fitted_axes(result, axes, args.per_axis), target, like, record, args, what)
+    _write(map_of_axes(result, axes, args.per_axis), target, like, record, args, what)
     if args.residual:
         _write(fit.residual, Path(args.residual), info, record, args, "residual")
     return 0
-
-
-def _check_target(name: str, path: Path, inputs: tuple[Path, ...], overwrite: bool) -> None:
-    """Refuse an output before the fit, not after it: the fit may take minutes."""
-    from ..adapters.files import ImageFileError, file_format
-
-    file_format(path)
-    if any(path.resolve() == given.resolve() for given in inputs):
-        raise ImageFileError(f"{name} is the same file as an input; write to a new file")
-    if path.exists() and not overwrite:
-        raise ImageFileError(f"{name}: {str(path)!r} exists; pass --overwrite to replace it")
-    if not path.parent.exists():
-        raise ImageFileError(f"{name}: the folder {str(path.parent)!r} does not exist")
 
 
 def _read(path: Path, name: str) -> tuple[np.ndarray, Any]:
@@ -176,15 +171,6 @@ def _summarise(fit, caught, args: argparse.Namespace) -> None:
     if not fit.converged:
         print(f"varblur fit: warning: stopped after {fit.steps} steps before converging; "
               "the map is written, but check it or raise --max-steps", file=sys.stderr)  # fmt: skip
-
-
-def _fitted_axes(values: np.ndarray, axes: tuple[int, ...], per_axis: bool) -> np.ndarray:
-    """The map of the fitted axes, in the order of ``axes`` (``varblur blur
-    --sigma-map``'s): the axes not fitted share one map, so their first index is it."""
-    ndim = values.ndim - per_axis
-    one = values[tuple(slice(None) if a in axes else 0 for a in range(ndim))]
-    order = [sorted(axes).index(a) for a in axes]
-    return one.transpose(order + [len(axes)] * per_axis)
 
 
 #: ``varblur fit``'s options that say where, not how: left out of the record.
