@@ -139,25 +139,30 @@ def _noise(viewer):
 
 
 @pytest.mark.parametrize(
-    ("make", "field", "message"),
+    ("make", "field", "message", "worker"),
     [
         (lambda v: v.add_image(np.zeros((64, 64, 3), np.uint8), name="rgb"), None,
-         "image: 'rgb' is an RGB layer"),
+         "image: 'rgb' is an RGB layer", False),
         (lambda v: v.add_image(np.ones((2, 2, 2, 16, 16), np.uint16), name="5d"), None,
-         "image: expected 2 or 3 spatial axes"),
+         "image: expected 2 or 3 spatial axes", False),
         (lambda v: v.add_image(bead_image((128, 128), 12)[0], name="ok"), ("saturation", "lots"),
-         "saturation: could not read 'lots'"),
-        (_noise, None, "image: no beads found"),
+         "saturation: could not read 'lots'", False),
+        (_noise, None, "image: no beads found", True),  # found by the measurement itself
     ],
+    ids=["rgb", "5d", "saturation", "no-beads"],
 )  # fmt: skip
 def test_bad_input_shows_the_library_message_and_adds_nothing(viewer, qtbot, make, field,
-                                                               message):  # fmt: skip
+                                                               message, worker):  # fmt: skip
+    """A bad choice is refused on the GUI thread (no worker starts); an image without
+    beads fails in the worker; either way the message shows and no layer is added."""
     layer = make(viewer)
     widget = dock(viewer, "Measure blur from beads")
     widget.image.value = layer
     if field:
         getattr(widget, field[0]).value = field[1]
-    click_and_wait(qtbot, widget)
+    widget.run_button.native.click()
+    assert (widget._worker is not None) == worker
+    qtbot.waitUntil(lambda: widget._worker is None, timeout=60_000)
     assert widget.status.value.startswith(f"error: {message}"), widget.status.value
     assert list(viewer.layers) == [layer] and widget.last_fit is None
 
@@ -169,3 +174,17 @@ def test_the_bead_sample_opens_and_is_measured(viewer, qtbot):
     assert _role(truth) == "true-sigma-map" and not truth.visible
     widget = dock(viewer, "Measure blur from beads")
     assert widget.image.value is image
+
+
+def test_the_form_is_declared_with_one_line_tooltips_and_a_short_default_view(viewer):
+    viewer.add_image(bead_image((128, 128), 12)[0], name="slide")
+    widget = dock(viewer, "Measure blur from beads")
+    for field in widget:
+        assert field.tooltip and "\n" not in field.tooltip, field.name
+    assert beads_widget.BEAD_ADVANCED == ("min_separation", "saturation", "degree", "truncate")
+    shown = widget.native.widget()
+    assert widget.threshold.native.isVisibleTo(shown) and widget.per_axis.value is True
+    assert not any(getattr(widget, name).native.isVisibleTo(shown)
+                   for name in beads_widget.BEAD_ADVANCED)  # fmt: skip
+    assert widget.degree.value == "auto" and widget.saturation.value == ""
+    assert widget.arguments()["degree"] is None and widget.arguments()["saturation"] is None
