@@ -188,3 +188,19 @@ def test_the_form_is_declared_with_one_line_tooltips_and_a_short_default_view(vi
                    for name in beads_widget.BEAD_ADVANCED)  # fmt: skip
     assert widget.degree.value == "auto" and widget.saturation.value == ""
     assert widget.arguments()["degree"] is None and widget.arguments()["saturation"] is None
+
+
+def test_a_stack_of_z_stacks_places_each_bead_on_its_plane():
+    """A 4-D layer: its beads pooled over the first axis, each point on its own plane."""
+    from napari.layers import Image
+
+    stack = np.stack([bead_image((32, 64, 64), 4, seed=s)[0] for s in (0, 1)])
+    layer = Image(stack, name="stacks", scale=(1.0, 0.3, 0.1, 0.1))
+    fit = sigma_map_from_beads(stack, axes=(1, 2, 3), spacing=(0.3, 0.1, 0.1))
+    made = beads_widget.publish_beads(fit, None, layer, {})
+    points = made[beads_widget.POINTS_ROLE]
+    table = fit.beads
+    assert points.ndim == 4 and set(table["plane"]) == {0, 1}
+    np.testing.assert_allclose(points.data, np.stack([table[a] for a in ("plane", *"zyx")], 1))
+    np.testing.assert_array_equal(points.scale, layer.scale)
+    assert made[PER_AXIS_ROLE].data.shape == (3, *stack.shape)

@@ -189,7 +189,8 @@ def publish_beads(
     fit: BeadFit, viewer: napari.Viewer, source: Image, settings: dict[str, Any]
 ) -> dict[str, Layer]:
     """Add the measurement's layers to ``viewer`` (the beads and the map), or update
-    those an earlier run made from ``source``; returns them by role."""
+    those an earlier run made from ``source``; returns them by role.  Without a viewer
+    the layers are only made."""
     made = _Made(fit, viewer, source, settings)
     made.points()
     made.sigma_map()
@@ -245,9 +246,10 @@ class _Made:
             values = np.moveaxis(values, -1, 0)
             role, other, name = PER_AXIS_ROLE, SIGMA_MAP_ROLE, "bead sigma map per axis"
             place = {"scale": (1.0, *source.scale), "translate": (0.0, *source.translate)}
-        _retag(self.viewer, self.source_id, other, other + SUPERSEDED)
-        if find_tagged(self.viewer, self.source_id, role, BEADS_KIND) is None:
-            _retag(self.viewer, self.source_id, role + SUPERSEDED, role)  # updated, not duplicated
+        if self.viewer is not None:
+            _retag(self.viewer, self.source_id, other, other + SUPERSEDED)
+            if find_tagged(self.viewer, self.source_id, role, BEADS_KIND) is None:
+                _retag(self.viewer, self.source_id, role + SUPERSEDED, role)  # not duplicated
         self.upsert(Image, role, values, name, {**(place or placement(source)), **display})
 
 
