@@ -67,9 +67,16 @@ def focus_pair_sample_layers() -> list[tuple]:
 def bead_sample_layers() -> list[tuple]:
     """A synthetic 2-D bead image (60 beads, a few doublets, saturated and cut by the
     border) for "Measure blur from beads", and its true per-axis map, hidden and not
-    tagged as a sigma map (the answer to compare with, never preselected)."""
+    tagged as a sigma map (the answer to compare with, never preselected).
+
+    Its camera saturates at 4095 (12 bits in a uint16 image): give that as the dock's
+    saturation (under Advanced) to see the saturated beads left out as such.
+    """
     image, truth = bead_image((512, 512), 60, doublets=3, saturated=2, edge=4, seed=0)
     scale = (BEAD_PIXEL, BEAD_PIXEL)
+    # The beads' peaks, not the few saturated ones, set the contrast.
+    contrast = (float(image.min()), float(np.percentile(image, 99.95)))
+    beads = {"name": BEADS_NAME, "colormap": "gray", "scale": scale, "contrast_limits": contrast}
     truth_layer = {
         "name": BEADS_TRUTH_NAME,
         "colormap": "viridis",
@@ -77,7 +84,4 @@ def bead_sample_layers() -> list[tuple]:
         "visible": False,
         "metadata": {METADATA_KEY: {"role": "true-sigma-map", "kind": "sample"}},
     }
-    return [
-        (image, {"name": BEADS_NAME, "colormap": "gray", "scale": scale}, "image"),
-        (np.moveaxis(truth.sigma_map, -1, 0), truth_layer, "image"),
-    ]
+    return [(image, beads, "image"), (np.moveaxis(truth.sigma_map, -1, 0), truth_layer, "image")]
