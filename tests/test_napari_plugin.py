@@ -30,6 +30,7 @@ def test_manifest_contributions_are_registered():
         "Make sigma map",
         "Estimate sigma map",
         "Deblur",
+        "Measure blur from beads",
     }
     filter_menu = manifest.contributions.menus["napari/layers/filter"]
     assert filter_menu[0].submenu == "napari-varblur.submenu"

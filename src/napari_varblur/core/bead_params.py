@@ -6,8 +6,29 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from .checks import ArgumentError
 from .options import options_class
 from .params import FIT_PARAMS, PARAMS, Defaults, Param, docfiller
+
+#: The napari form's degree choices: "auto" lets the data choose (``None``).
+DEGREES: Mapping[str, int | None] = MappingProxyType(
+    {"auto": None, **{str(d): d for d in range(5)}}
+)
+
+
+def _saturation_text(text: str) -> float | None:
+    """The napari field's saturation: empty for the default (``None``), else a number."""
+    text = str(text).strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ArgumentError(
+            f"saturation: could not read {text!r} as a number (leave it empty for the "
+            "integer dtype's maximum)"
+        ) from None
+
 
 _BEADS = (
     Param(
@@ -62,6 +83,13 @@ _BEADS = (
         "pixel value at which the camera saturates (default: the integer dtype's maximum)",
         default=None,
         cli={"type": float},
+        widget={
+            "kind": "text",
+            "label": "saturation",
+            "value": "",
+            "parse": _saturation_text,
+            "advanced": True,
+        },
     ),
     Param(
         "degree",
@@ -71,6 +99,14 @@ _BEADS = (
         "polynomial degree of the field model (default: chosen by the data)",
         default=None,
         cli={"type": int},
+        widget={
+            "kind": "choice",
+            "label": "field degree",
+            "choices": tuple(DEGREES),
+            "value": "auto",
+            "parse": DEGREES.get,
+            "advanced": True,
+        },
     ),
 )
 

@@ -25,7 +25,17 @@ from .._version import __version__
 from ..adapters.numpy_api import gaussian_blur
 from ..core.params import DEBLUR_PARAMS
 from ..restore.deblur import deblur_steps
-from .forms import Field, Scrolling, Threaded, advanced_of, build, declared, fold, layer_picker
+from .forms import (
+    REPORT_EVERY_S,
+    Field,
+    Scrolling,
+    Threaded,
+    advanced_of,
+    build,
+    declared,
+    fold,
+    layer_picker,
+)
 from .forms import values_of as _values_of
 from .layers import DIFFERENCE_COLORMAP, SIGMA
 from .schema import METADATA_KEY, layer_id, placement, upsert
@@ -35,9 +45,6 @@ if TYPE_CHECKING:
 
 DEBLUR_KIND = "deblur"
 ESTIMATE_ROLE, RESIDUAL_ROLE = "deblurred", "deblur-residual"
-#: The least time between two reports of a run (status and the estimate layer): fast
-#: iterations would otherwise flood Qt's event loop with updates (each one a redraw).
-REPORT_EVERY_S = 0.2
 
 DEBLUR_FIELDS: tuple[Field, ...] = (
     ("image", layer_picker(Image, "image"), "the observed (blurred) image; left unchanged"),

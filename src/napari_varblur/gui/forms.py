@@ -5,7 +5,8 @@ parser their text fields use."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from magicgui.widgets import (
@@ -285,6 +286,26 @@ def shorten(text: str, limit: int = STATUS_CHARS) -> str:
     cut = text[:limit]
     space = cut.rfind(" ")
     return (cut[:space] if space > limit // 2 else cut).rstrip() + " … (hover for all)"
+
+
+#: The least time between two reports of a run (status and layers): fast steps would
+#: otherwise flood Qt's event loop with updates (each one a redraw).
+REPORT_EVERY_S = 0.2
+
+
+def throttled(steps: Iterator, every: float = REPORT_EVERY_S) -> Generator[Any, None, Any]:
+    """Pass on the first of ``steps``' values, then at most one per ``every`` seconds,
+    and return its return value: a worker's generator that reports without flooding Qt
+    (a Cancel is taken at the values passed on)."""
+    reported = None
+    while True:
+        try:
+            value = next(steps)
+        except StopIteration as done:
+            return done.value
+        if reported is None or time.monotonic() - reported >= every:
+            reported = time.monotonic()
+            yield value
 
 
 class Threaded:

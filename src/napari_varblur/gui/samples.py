@@ -4,6 +4,9 @@ tags its layers (:mod:`.schema`)."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from ..measure.synthetic import bead_image
 from ..sample import fluorescence_sample, focus_pair_sample
 from .schema import METADATA_KEY, PIXELS, SIGMA_MAP_ROLE
 
@@ -11,6 +14,10 @@ from .schema import METADATA_KEY, PIXELS, SIGMA_MAP_ROLE
 SHARP_NAME = "focus pair sharp"
 BLURRED_NAME = "focus pair blurred"
 TRUTH_NAME = "focus pair true sigma map"
+#: Names of the bead sample's layers, and its pixel size (µm, as a microscope's).
+BEADS_NAME = "varblur beads"
+BEADS_TRUTH_NAME = "varblur beads true sigma map per axis"
+BEAD_PIXEL = 0.1
 
 
 def defocus_sample_layers() -> list[tuple]:
@@ -55,3 +62,26 @@ def focus_pair_sample_layers() -> list[tuple]:
         (blurred, {"name": BLURRED_NAME, "colormap": "gray"}, "image"),
         (truth, truth_layer, "image"),
     ]
+
+
+def bead_sample_layers() -> list[tuple]:
+    """A synthetic 2-D bead image (60 beads, a few doublets, saturated and cut by the
+    border) for "Measure blur from beads", and its true per-axis map, hidden and not
+    tagged as a sigma map (the answer to compare with, never preselected).
+
+    Its camera saturates at 4095 (12 bits in a uint16 image): give that as the dock's
+    saturation (under Advanced) to see the saturated beads left out as such.
+    """
+    image, truth = bead_image((512, 512), 60, doublets=3, saturated=2, edge=4, seed=0)
+    scale = (BEAD_PIXEL, BEAD_PIXEL)
+    # The beads' peaks, not the few saturated ones, set the contrast.
+    contrast = (float(image.min()), float(np.percentile(image, 99.95)))
+    beads = {"name": BEADS_NAME, "colormap": "gray", "scale": scale, "contrast_limits": contrast}
+    truth_layer = {
+        "name": BEADS_TRUTH_NAME,
+        "colormap": "viridis",
+        "scale": (1.0, *scale),
+        "visible": False,
+        "metadata": {METADATA_KEY: {"role": "true-sigma-map", "kind": "sample"}},
+    }
+    return [(image, beads, "image"), (np.moveaxis(truth.sigma_map, -1, 0), truth_layer, "image")]

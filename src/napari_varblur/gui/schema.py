@@ -69,6 +69,7 @@ def upsert(
     kind: str | None = None,
     create: dict | None = None,
     keep_name: bool = False,
+    ndim: int | None = None,
 ) -> Layer:
     """Update the ``cls`` layer made earlier for (role, source), or add a new one.
 
@@ -76,10 +77,11 @@ def upsert(
     new layer.  A layer whose number of axes changed is replaced at the same place in
     the list.  The name follows the new one, except with ``keep_name`` while the source
     layer's name is the same (a name napari made unique, "... [1]", or the user's own
-    name for it stays).  Without a viewer the layer is only made.
+    name for it stays).  ``ndim`` is the new layer's number of axes when it is not the
+    data's (a Points layer's: its columns).  Without a viewer the layer is only made.
     """
     existing = None if viewer is None else find_tagged(viewer, source_id, role, kind, cls)
-    if existing is not None and existing.ndim == np.ndim(data):
+    if existing is not None and existing.ndim == (np.ndim(data) if ndim is None else ndim):
         if not keep_name or _source_renamed(existing, metadata):
             existing.name = name
         existing.data = data

@@ -107,8 +107,15 @@ def sigma_map_from_beads_steps(
     image: npt.ArrayLike, **options
 ) -> Generator[Progress, None, BeadFit]:
     """:func:`sigma_map_from_beads` as a generator: it yields :class:`Progress` between
-    batches of beads (where a caller may stop it) and returns the :class:`BeadFit`."""
-    setting = settings(image, BeadOptions(**options))
+    batches of beads (where a caller may stop it) and returns the :class:`BeadFit`.
+
+    The arguments are checked when it is made, not at the first ``next`` (as
+    ``deblur_steps`` and ``fit_sigma_map_steps``): a GUI shows a bad choice at once,
+    before it starts a worker thread."""
+    return _steps(settings(image, BeadOptions(**options)))
+
+
+def _steps(setting: Settings) -> Generator[Progress, None, BeadFit]:
     planes = setting.image if setting.stack is not None else setting.image[None]
     found = []
     for index, plane in enumerate(planes):
