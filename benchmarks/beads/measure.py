@@ -25,14 +25,15 @@ ranges over the seeds:
    clean counts; the generator places the isolated beads first, so they are the same):
    the share of planted defects left out with the right reason, the confusion counts,
    and the map's error with and without them.
-5. The closed loop: ``fluorescence_sample(512)`` scaled to 1,000 photons peak, blurred
-   with the true field (``model="scatter"``), Poisson noise; ``deblur`` (scatter, 40
-   iterations) with the true map, the map measured from a 512² bead image of the same
-   field (50 beads) and the naive global sigma; PSNR against the scene.
+5. The closed loop: ``fluorescence_sample(512)`` scaled to 1,000 (and 10,000) photons
+   peak, blurred with the true field (``model="scatter"``), Poisson noise; ``deblur``
+   (scatter, 40 iterations) with the true map, the map measured from a 512² bead image
+   of the same field (50 beads) and the naive global sigma; PSNR against the scene, at
+   the last iterate and the best one.
 6. Speed: 2048² with 200 beads, 64x512x512 with 100 beads: the first call in a fresh
    process, then the median of 3 after a warm-up.
 
-    python benchmarks/beads/measure.py                  # about 15 minutes on 2 cores
+    python benchmarks/beads/measure.py                  # about 6 minutes on 2 cores
     python benchmarks/beads/measure.py --quick          # small images, seconds
     python benchmarks/beads/measure.py --only 2d-1024,loop
     python benchmarks/beads/measure.py --report results/X.json   # its report again
@@ -74,8 +75,8 @@ CASES = {
 }
 QUICK = {"2d-2048": ((512, 512), 60, 2), "2d-1024": ((384, 384), 30, 2),
          "3d": ((40, 160, 160), 25, 1)}  # fmt: skip
-LOOP = {"shape": (512, 512), "beads": 50, "seeds": 5, "iterations": 40, "peak": 1000.0}
-QUICK_LOOP = {"shape": (256, 256), "beads": 25, "seeds": 2, "iterations": 10, "peak": 1000.0}
+LOOP = {"shape": (512, 512), "beads": 50, "seeds": 5, "iterations": 40, "peaks": (1e3, 1e4)}
+QUICK_LOOP = {"shape": (256, 256), "beads": 25, "seeds": 2, "iterations": 10, "peaks": (1e3,)}
 SPEED = {"2d": ((2048, 2048), 200), "3d": ((64, 512, 512), 100)}
 QUICK_SPEED = {"2d": ((512, 512), 40), "3d": ((40, 160, 160), 25)}
 SECTIONS = (*CASES, "loop", "speed")
@@ -168,42 +169,44 @@ def curve(observed, sigma, scene, peak, iterations) -> list[float]:
     return got
 
 
-def loop_seed(seed: int, cfg: dict) -> dict:
-    """One scene deblurred with the true map, the bead map and one global sigma."""
-    shape, peak, its = tuple(cfg["shape"]), cfg["peak"], cfg["iterations"]
+def loop_seed(seed: int, cfg: dict) -> list[dict]:
+    """One scene at each peak, deblurred with the true map, the bead map and one global
+    sigma (the bead map measured once, from its own bead image)."""
+    shape, its = tuple(cfg["shape"]), cfg["iterations"]
     beads, truth = bead_image(shape, cfg["beads"], photons=PHOTONS, background=BACKGROUND,
                               seed=100 + seed)  # fmt: skip
     measured = fit(beads, truth)
     naive = tuple(float(np.median(np.asarray(measured.beads[f"sigma_{n}"])[measured.beads.ok]))
                   for n in names_of(len(shape)))  # fmt: skip
-    scene = fluorescence_sample(shape[0], seed=seed)[0].astype(np.float64)
-    scene *= peak / scene.max()
-    blurred = gaussian_blur(scene, truth.sigma_map, model="scatter", precision="float64")
-    observed = np.random.default_rng([seed, 11]).poisson(np.maximum(blurred, 0)).astype(float)
-    curves = {
-        "true": curve(observed, truth.sigma_map, scene, peak, its),
-        "beads": curve(observed, measured.sigma_map, scene, peak, its),
-        "naive": curve(observed, naive, scene, peak, its),
-    }
     rel = (measured.sigma_map - truth.sigma_map) / truth.sigma_map
-    return {
-        "seed": seed,
-        "observed": psnr(observed, scene, peak),
-        "last": {k: c[-1] for k, c in curves.items()},
-        "best": {k: max(c) for k, c in curves.items()},
-        "best_at": {k: int(np.argmax(c)) + 1 for k, c in curves.items()},
-        "naive_sigma": list(naive),
-        "map_rms_all": float(np.sqrt(np.mean(rel**2))),
-        "kept": measured.summary["kept"],
-        "curves": curves,
-    }
+    sample = fluorescence_sample(shape[0], seed=seed)[0].astype(np.float64)
+    rows = []
+    for peak in cfg["peaks"]:
+        scene = sample * (peak / sample.max())
+        blurred = gaussian_blur(scene, truth.sigma_map, model="scatter", precision="float64")
+        noise = np.random.default_rng([seed, 11, int(peak)])
+        observed = noise.poisson(np.maximum(blurred, 0)).astype(float)
+        curves = {
+            "true": curve(observed, truth.sigma_map, scene, peak, its),
+            "beads": curve(observed, measured.sigma_map, scene, peak, its),
+            "naive": curve(observed, naive, scene, peak, its),
+        }
+        rows.append({
+            "seed": seed, "peak": peak, "observed": psnr(observed, scene, peak),
+            "last": {k: c[-1] for k, c in curves.items()},
+            "best": {k: max(c) for k, c in curves.items()},
+            "best_at": {k: int(np.argmax(c)) + 1 for k, c in curves.items()},
+            "naive_sigma": list(naive), "map_rms_all": float(np.sqrt(np.mean(rel**2))),
+            "kept": measured.summary["kept"], "curves": curves,
+        })  # fmt: skip
+    return rows
 
 
 def closed_loop(cfg: dict) -> dict:
     runs = []
     for seed in range(cfg["seeds"]):
         common.log(f"loop: seed {seed + 1}/{cfg['seeds']}")
-        runs.append(loop_seed(seed, cfg))
+        runs += loop_seed(seed, cfg)
     return {"config": cfg, "runs": runs}
 
 

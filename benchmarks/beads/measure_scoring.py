@@ -242,6 +242,12 @@ def map_errors(fit, true_map: np.ndarray, names, inside=None) -> dict:
     corner = corners(inside.shape)
     ok = fit.beads.ok
     out = {"hull_share": float(inside.mean())}
+    if inside.ndim == 3:  # the corners of the planes the kept beads span in z
+        z = np.asarray(fit.beads["z"])[ok]
+        planes = np.arange(inside.shape[0])
+        spanned = (planes >= z.min()) & (planes <= z.max())
+        out["planes_spanned"] = [int(planes[spanned].min()), int(planes[spanned].max())]
+        corner_in = corner & spanned[:, None, None]
     for i, name in enumerate(names):
         true = true_map[..., i]
         rel = (fit.sigma_map[..., i] - true) / true
@@ -251,6 +257,9 @@ def map_errors(fit, true_map: np.ndarray, names, inside=None) -> dict:
         out[name] = {
             "rms_hull": float(np.sqrt(np.mean(rel[inside] ** 2))),
             "rms_corners": float(np.sqrt(np.mean(rel[corner] ** 2))),
+            "rms_corners_spanned": float(np.sqrt(np.mean(rel[corner_in] ** 2)))
+            if inside.ndim == 3
+            else None,
             "max_hull": float(np.max(np.abs(rel[inside]))),
             "z_sd": float(np.std(z)),
             "naive_sigma": naive,
