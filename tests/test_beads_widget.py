@@ -176,6 +176,14 @@ def test_the_bead_sample_opens_and_is_measured(viewer, qtbot):
     assert widget.image.value is image
 
 
+def test_the_bead_samples_saturated_beads_are_caught_by_default():
+    from napari_varblur.gui.samples import bead_sample_layers
+
+    (image, _, _), _ = bead_sample_layers()
+    status = sigma_map_from_beads(image).beads["status"]
+    assert np.count_nonzero(status == "saturated") == 2, sorted(status)
+
+
 def test_the_form_is_declared_with_one_line_tooltips_and_a_short_default_view(viewer):
     viewer.add_image(bead_image((128, 128), 12)[0], name="slide")
     widget = dock(viewer, "Measure blur from beads")

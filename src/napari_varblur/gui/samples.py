@@ -69,10 +69,14 @@ def bead_sample_layers() -> list[tuple]:
     border) for "Measure blur from beads", and its true per-axis map, hidden and not
     tagged as a sigma map (the answer to compare with, never preselected).
 
-    Its camera saturates at 4095 (12 bits in a uint16 image): give that as the dock's
-    saturation (under Advanced) to see the saturated beads left out as such.
+    Its counts are a 12-bit camera's written high-aligned in 16 bits (16 ADU per
+    photon, as many cameras store them), so it saturates at the dtype's maximum, which
+    is the dock's default saturation: the saturated beads are left out as such.
     """
-    image, truth = bead_image((512, 512), 60, doublets=3, saturated=2, edge=4, seed=0)
+    image, truth = bead_image(
+        (512, 512), 60, doublets=3, saturated=2, edge=4, seed=0,
+        gain=16.0, offset=1600.0, saturation=65535.0,
+    )  # fmt: skip
     scale = (BEAD_PIXEL, BEAD_PIXEL)
     # The beads' peaks, not the few saturated ones, set the contrast.
     contrast = (float(image.min()), float(np.percentile(image, 99.95)))
