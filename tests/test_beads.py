@@ -226,3 +226,34 @@ def _two_beads() -> np.ndarray:
     image = np.zeros((64, 64))
     image[20, 20] = image[40, 44] = 1000.0
     return gaussian_blur(image, 1.5, precision="float64") + 10.0
+
+
+@pytest.mark.parametrize("seed", [2, 3, 4])
+def test_two_beads_one_and_a_half_sigmas_apart_along_z_are_a_doublet(seed):
+    """Their blend fits one Gaussian almost as well as two (the drop test misses it) but
+    holds twice a bead's flux: it must not be kept."""
+    from napari_varblur.measure.synthetic import _draw
+
+    image, truth = bead_image((40, 112, 112), 10, seed=seed)
+    centre, sigma = truth.centres[0], truth.sigmas[0]
+    step = np.array([1.5 * sigma[0] * (1 if centre[0] < 20 else -1), 0.0, 0.0])
+    partner = np.zeros(image.shape)
+    _draw(partner, centre + step, sigma, 1000.0)
+    image = image + np.random.default_rng(seed).poisson(partner).astype(np.uint16)
+    table = sigma_map_from_beads(image, saturation=truth.saturation).beads
+    rows = np.stack([table[a] for a in ("z", "y", "x")], axis=1)
+    spots = np.stack([centre, centre + step / 2, centre + step])
+    near = np.min(np.linalg.norm((rows[:, None] - spots[None]) / sigma, axis=2), axis=1) < 1.5
+    assert near.any() and np.all(table["status"][near] == "doublet"), table["status"][near]
+    assert np.count_nonzero(table.ok) == 9
+
+
+def test_bright_single_beads_of_a_varied_batch_stay_ok():
+    """Beads varying by 30% in flux (the brightest as bright as a blend: twice the
+    median): every one is kept, the brightest too."""
+    image, truth = bead_image((512, 512), 60, flux_spread=0.3, seed=13)
+    assert truth.photons.max() > 2.0 * np.median(truth.photons)
+    table = sigma_map_from_beads(image, saturation=truth.saturation).beads
+    nearest, distance = matched(table, truth, ("y", "x"))
+    assert np.count_nonzero(table.ok & (distance < 1.0)) == 60, table["status"][~table.ok]
+    assert set(nearest[table.ok]) == set(range(60))

@@ -106,6 +106,7 @@ def measure(raw: np.ndarray, setting: Settings) -> Generator[tuple[int, int], No
         )
     plane = _join(parts, seen)
     _crowding(plane, setting.min_separation)
+    _blended(plane)
     return plane
 
 
@@ -158,3 +159,13 @@ def _crowding(plane: Plane, min_separation: float) -> None:
     near = status.crowded(plane.centres, sigmas, counted, min_separation)
     near &= np.isin(plane.status, ("ok", "faint", "poor_fit"))
     plane.status[near] = "doublet"
+
+
+def _blended(plane: Plane) -> None:
+    """A kept bead about twice as bright as the plane's others, that the pair fit
+    splits, is a doublet (:func:`status.bright`); the plane's own beads set the typical
+    flux (planes of a stack may differ in exposure)."""
+    ndim = plane.sigmas.shape[1]
+    flux = plane.amplitude * np.prod(plane.sigmas, axis=1) * (2.0 * np.pi) ** (ndim / 2)
+    apart, share = plane.evidence[:, 1], plane.evidence[:, 2]
+    plane.status[status.bright(flux, plane.status == "ok", apart, share)] = "doublet"

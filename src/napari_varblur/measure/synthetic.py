@@ -66,6 +66,7 @@ def bead_image(
     offset: float = 100.0,
     saturation: float = 4095.0,
     spread: float = 8.0,
+    flux_spread: float = 0.0,
     seed: int = 0,
 ) -> tuple[np.ndarray, BeadTruth]:
     """A ``uint16`` bead image and its truth.
@@ -75,7 +76,9 @@ def bead_image(
     three times ``saturation`` and ``edge`` beads centred within two sigmas of a
     border (cut by it); ``photons`` per bead on ``background`` photons per pixel,
     Poisson noise, then ``gain`` (ADU per photon) and ``offset``, clipped at
-    ``saturation``.  Sigmas follow :func:`sigma_field`.
+    ``saturation``.  Sigmas follow :func:`sigma_field`.  ``flux_spread`` > 0 gives each
+    bead (but the saturated ones) its own photons: log-normal, mean ``photons``, that
+    relative standard deviation (a real batch of beads varies by 10-30%).
     """
     rng = np.random.default_rng(seed)
     shape = tuple(int(n) for n in shape)
@@ -92,6 +95,8 @@ def bead_image(
     sigmas = sigma_field(shape, centres)
     kind = np.array(kinds)
     flux = np.full(len(centres), float(photons))
+    if flux_spread > 0:  # drawn only then: the images without it stay as they were
+        flux *= _brightness(rng, len(centres), flux_spread)
     peak = (2 * np.pi) ** (len(shape) / 2) * np.prod(sigmas, axis=1)
     flux[kind == "saturated"] = 3.0 * (saturation - offset) / gain * peak[kind == "saturated"]
     expected = np.full(shape, float(background))
@@ -101,6 +106,12 @@ def bead_image(
     image = np.clip(np.round(gain * counts + offset), 0, saturation).astype(np.uint16)
     truth = BeadTruth(centres, sigmas, flux, kind, field_map(shape), float(saturation))
     return image, truth
+
+
+def _brightness(rng, n, spread) -> np.ndarray:
+    """``n`` log-normal factors of mean 1 and relative standard deviation ``spread``."""
+    scale = np.sqrt(np.log1p(spread**2))
+    return np.exp(scale * rng.normal(size=n) - 0.5 * scale**2)
 
 
 def _interior(rng, shape, n, margin) -> np.ndarray:
