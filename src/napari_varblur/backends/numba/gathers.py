@@ -226,6 +226,23 @@ def _axpy(acc, weights, values, start, width):  # pragma: no cover - jitted
         acc[v] += weights[v] * src[v]
 
 
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _row_taps(part, w, first, taps, line, start, width):  # pragma: no cover - jitted
+    """part[v] = sum_t w[first + t, v] * line[start + t + v] for t < taps, four taps per
+    sweep over the lanes: a sweep per tap loaded and stored ``part`` once per
+    multiply-add, which the window's rows (most of the gather's work) waited on."""
+    part[:width] = 0
+    t = 0
+    while t + 4 <= taps:
+        w_a, w_b, w_c, w_d = w[first + t], w[first + t + 1], w[first + t + 2], w[first + t + 3]
+        x = line[start + t : start + t + width + 3]
+        for v in range(width):
+            part[v] += w_a[v] * x[v] + w_b[v] * x[v + 1] + w_c[v] * x[v + 2] + w_d[v] * x[v + 3]
+        t += 4
+    for u in range(t, taps):
+        _axpy(part, w[first + u], line, start + u, width)
+
+
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def _tile_axis(
     s, s32, f, a, b, i, j, m0, width, crop, limit, truncate, n, rad, lo, hi, hs
@@ -266,9 +283,7 @@ def _tile_sum(xp, b, i, j, m0, width, pads, bigs, w0, w1, w2, acc, mid, part):  
         mid[:width] = 0
         for d1 in range(-bigs[1], bigs[1] + 1):
             line = plane[j + p1 + d1]
-            part[:width] = 0
-            for d2 in range(-bigs[2], bigs[2] + 1):
-                _axpy(part, w2[p2 + d2], line, m0 + p2 + d2, width)
+            _row_taps(part, w2, p2 - bigs[2], 2 * bigs[2] + 1, line, m0 + p2 - bigs[2], width)
             _axpy(mid, w1[p1 + d1], part, 0, width)
         _axpy(acc, w0[p0 + d0], mid, 0, width)
 
