@@ -265,6 +265,7 @@ def _run(model, sharp, blurred, valid, bases, smoothness, max_steps, tol, max_er
         starts.reverse()  # a rough start costs more than it gains: begin flat
     optimiser, step, outputs = programs(model)
     history: list[float] = []
+    outputs.start(starts[0], data)  # on another core while the steps run
     run = Descent(step, optimiser, data, history, max_steps, tol)
     u, converged, stopped = yield from run(starts)
     fell = history[0] - history[-1] > 10 * tol * abs(history[0])
