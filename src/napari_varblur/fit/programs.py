@@ -146,8 +146,10 @@ def stuck(history: list[float]) -> bool:
     return len(history) >= 3 and max(history[:3]) - min(history[:3]) <= 1e-7 * abs(history[0])
 
 
+@functools.partial(jax.jit, static_argnums=0)
 def initial_state(optimiser, u):
     # optax's initial state holds weakly typed scalars, the updated one does not: make
-    # them strong now, or the step would compile twice.
+    # them strong now, or the step would compile twice.  One program (per optimiser,
+    # and one per model) instead of a dozen small ones run one by one.
     return jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.result_type(leaf)),
                         optimiser.init(u))  # fmt: skip
