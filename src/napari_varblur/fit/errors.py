@@ -33,7 +33,7 @@ import math
 import numpy as np
 
 from .model import Model
-from .noise import derivative_energy, energy
+from .noise import derivative_energy, energy, host_blur
 from .start import trial_sigmas
 
 #: Above this many nodes (a dense covariance: 32 MB) only the local error is used.
@@ -110,8 +110,6 @@ def _slope(model: Model, sigma: np.ndarray, a: int) -> np.ndarray:
 def _spread(model: Model, sigma, jac, valid) -> list[np.ndarray]:
     """``K J`` for each map's ``J``: how one sharp pixel's noise reaches the score, the
     blur at the pixel's own sigma (interpolated in log sigma between global blurs)."""
-    from ..adapters.numpy_api import gaussian_blur
-
     s = np.exp(np.mean(np.log(sigma), axis=-1)) if model.per_axis else sigma
     low, high = float(s.min()), float(s.max())
     levels = trial_sigmas(model.max_sigma)
@@ -120,9 +118,7 @@ def _spread(model: Model, sigma, jac, valid) -> list[np.ndarray]:
     options = model.options(valid)
     out = []
     for j in jac:
-        blurred = np.stack([np.where(valid, gaussian_blur(j, t, backend="numba",
-                                                          precision="float64", **options), 0.0)
-                            for t in levels])  # fmt: skip
+        blurred = np.stack([np.where(valid, host_blur(j, t, options), 0.0) for t in levels])
         out.append(_interpolate(np.log(levels), blurred, np.log(s)))
     return out
 

@@ -106,10 +106,10 @@ def gain_offset(image, y, weight, xp=jnp):
     return gain, ym - gain * mm
 
 
-def penalty(u: jax.Array, k: int) -> jax.Array:
+def penalty(u: jax.Array, k: int, xp=jnp) -> jax.Array:
     """Mean squared second difference of the nodes along each grid axis."""
-    total = jnp.zeros((), u.dtype)
+    total = xp.zeros((), u.dtype)
     for axis in range(k):
         if u.shape[axis] >= 3:
-            total = total + jnp.mean(jnp.diff(u, n=2, axis=axis) ** 2)
+            total = total + xp.mean(xp.diff(u, n=2, axis=axis) ** 2)
     return total

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +17,8 @@ from .noise import energy
 
 @functools.lru_cache(maxsize=8)
 def programs(model: Model) -> tuple:
-    """The optimiser, one compiled L-BFGS step and the compiled final outputs."""
+    """The optimiser, one compiled L-BFGS step and the compiled final outputs (an
+    :class:`Aside`: it compiles in a thread while the steps run)."""
     import optax  # imported here: only fitting needs it
 
     k = len(model.nodes)
@@ -74,7 +77,36 @@ def programs(model: Model) -> tuple:
         return sigma, gain * image + offset, gain * jnp.stack([j for _, j in pairs]), value, \
             gain, offset  # fmt: skip
 
-    return optimiser, step, outputs
+    return optimiser, step, Aside(outputs)
+
+
+@dataclass
+class Aside:
+    """A jitted program that can compile in a thread: XLA compiles with the GIL released,
+    so on a second core the final outputs compile (2-3 s for a 3-D fit on 2 cores)
+    while the descent runs.  A call waits for that compile, then runs the program."""
+
+    program: Callable
+    thread: threading.Thread | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self, *args) -> None:
+        """Compile for ``args``' shapes in a thread, the first time only (the jit cache
+        keeps it: a later fit of the same model compiles nothing)."""
+        with self.lock:
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._compile, args=args, daemon=True,
+                                               name="napari-varblur-fit-compile")  # fmt: skip
+                self.thread.start()
+
+    def _compile(self, *args) -> None:
+        with contextlib.suppress(Exception):  # the caller's own call reports it
+            self.program.lower(*args).compile()
+
+    def __call__(self, *args):
+        if self.thread is not None:
+            self.thread.join()
+        return self.program(*args)
 
 
 @dataclass
@@ -114,8 +146,10 @@ def stuck(history: list[float]) -> bool:
     return len(history) >= 3 and max(history[:3]) - min(history[:3]) <= 1e-7 * abs(history[0])
 
 
+@functools.partial(jax.jit, static_argnums=0)
 def initial_state(optimiser, u):
     # optax's initial state holds weakly typed scalars, the updated one does not: make
-    # them strong now, or the step would compile twice.
+    # them strong now, or the step would compile twice.  One program (per optimiser,
+    # and one per model) instead of a dozen small ones run one by one.
     return jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.result_type(leaf)),
                         optimiser.init(u))  # fmt: skip

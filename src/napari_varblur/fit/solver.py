@@ -22,7 +22,6 @@ import warnings
 from collections.abc import Callable, Iterator
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ..core.checks import ArgumentError, choice
@@ -252,19 +251,20 @@ def _run(model, sharp, blurred, valid, bases, smoothness, max_steps, tol, max_er
     x, y = units.sharp(sharp, valid), units.blurred(blurred, valid)
     nodes, best, misfit = scan(model, x, y, valid, bases, model.affine)
     data = {
-        "bases": tuple(jnp.asarray(b, jnp.float32) for b in bases),
-        "x": jnp.asarray(x, jnp.float32),
-        "y": jnp.asarray(y, jnp.float32),
-        "weight": jnp.asarray(valid / valid.sum(), jnp.float32),
-        "mask": jnp.asarray(valid),
-        "smoothness": jnp.asarray(smoothness, jnp.float32),  # data: no recompile per value
-        "noise_x": jnp.zeros(x.shape, jnp.float32),  # the sharp image's noise, found below
+        "bases": tuple(_float32(b) for b in bases),
+        "x": _float32(x),
+        "y": _float32(y),
+        "weight": _float32(valid / valid.sum()),
+        "mask": jax.device_put(np.asarray(valid)),
+        "smoothness": _float32(smoothness),  # data: no recompile per value
+        "noise_x": _float32(np.zeros(x.shape)),  # the sharp image's noise, found below
     }
     starts = [_logit(model, nodes), _logit(model, np.full(nodes.shape, best))]
-    if smoothness * float(penalty(starts[0], len(bases))) > misfit:
+    if smoothness * float(penalty(np.asarray(starts[0]), len(bases), np)) > misfit:
         starts.reverse()  # a rough start costs more than it gains: begin flat
     optimiser, step, outputs = programs(model)
     history: list[float] = []
+    outputs.start(starts[0], data)  # on another core while the steps run
     run = Descent(step, optimiser, data, history, max_steps, tol)
     u, converged, stopped = yield from run(starts)
     fell = history[0] - history[-1] > 10 * tol * abs(history[0])
@@ -273,7 +273,7 @@ def _run(model, sharp, blurred, valid, bases, smoothness, max_steps, tol, max_er
     final = outputs(u, data)
     noise_x = _sharp_noise(model, final, x, y, valid)
     if np.any(noise_x > 0) and not stopped and len(history) < max_steps:
-        data["noise_x"] = jnp.broadcast_to(jnp.asarray(noise_x, jnp.float32), x.shape)
+        data["noise_x"] = _float32(np.broadcast_to(noise_x, x.shape))
         u, converged, stopped = yield from run([u])
         final = outputs(u, data)  # else the outputs above are final: an exact JVP less
     sigma, fitted, sensitivity, value, gain, offset = final
@@ -328,4 +328,11 @@ def _logit(model: Model, sigma: np.ndarray) -> jax.Array:
     u = np.log(f / (1 - f))
     if model.per_axis:
         u = np.repeat(u[..., None], len(model.nodes), axis=-1)
-    return jnp.asarray(np.broadcast_to(u, model.grid), jnp.float32)
+    return _float32(np.broadcast_to(u, model.grid))
+
+
+def _float32(values) -> jax.Array:
+    """``values`` as a float32 ``jax.Array``, converted by NumPy and put on the device
+    as they are: ``jnp.asarray`` would compile a program per shape (5-30 ms each, in a
+    first fit)."""
+    return jax.device_put(np.asarray(values, np.float32))

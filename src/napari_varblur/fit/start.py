@@ -4,9 +4,9 @@ L-BFGS only goes downhill, and the blur's sensitivity to sigma vanishes at both 
 the range (a blur under ~0.3 px is almost the identity in float32; the logistic flattens
 near ``max_sigma``), so one global guess can leave it stuck where it started.  The scan
 blurs the sharp image at geometrically spaced sigmas (the engine's global blur on the
-CPU), scores each by its squared residual (after its own gain and offset) summed under
-each control node's B-spline, and starts each node at its best sigma, refined by a
-parabola in log sigma.
+host: :func:`~.noise.host_blur`), scores each by its squared residual (after its own
+gain and offset) summed under each control node's B-spline, and starts each node at its
+best sigma, refined by a parabola in log sigma.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .model import Model, gain_offset, reduce_to_grid
+from .noise import host_blur
 
 #: Trial sigmas per scan, from LOWEST (or 2% of max_sigma) to 95% of max_sigma.
 TRIALS = 16
@@ -28,14 +29,12 @@ def trial_sigmas(max_sigma: float) -> np.ndarray:
 def scan(model: Model, x, y, valid, bases, affine: bool):
     """``(nodes, best, misfit)``: each node's starting sigma, the best single sigma and
     its mean squared residual."""
-    from ..adapters.numpy_api import gaussian_blur
-
     trials = trial_sigmas(model.max_sigma)
     options = model.options(valid)
     weight = valid / valid.sum()
     scores = []
     for s in trials:
-        m = gaussian_blur(x, s, backend="numba", precision="float64", **options)
+        m = host_blur(x, s, options)
         m = np.where(valid, m, 0)  # a masked blur is NaN where no tap is valid
         gain, offset = gain_offset(m, y, weight, np) if affine else (1.0, 0.0)
         misfit = np.where(valid, (gain * m + offset - y) ** 2, 0)
