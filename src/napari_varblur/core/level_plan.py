@@ -13,7 +13,7 @@ kernels that run and mix them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -169,13 +169,28 @@ class LevelTable:
 
 def level_table(spec: BlurSpec, i: int, lv: AxisLevels, used: np.ndarray, dtype) -> LevelTable:
     """Blurred axis ``i``'s passes at the levels ``used`` of ``lv`` (the contract's
-    :func:`~napari_varblur.core.taps.level_pass` each), in ``dtype``."""
+    :func:`~napari_varblur.core.taps.level_pass` each), in ``dtype``.  Tables are
+    shared between calls with the same axis, mode and levels (every step of a
+    deconvolution, every tile of a dask array): callers never write to them."""
     axis, mode = spec.axes[i], spec.modes[i]
     n, cap = spec.shape[axis], map_limit(mode, spec.shape[axis])
     used = np.asarray(used, np.int64)
     sigma = lv.sigma[used].astype(np.float64)
     radius = np.minimum(lv.radius[used], cap)
-    passes = tuple(level_pass(axis, n, float(s), int(r), mode, spec.cval, dtype)
+    key = (sigma.tobytes(), radius.astype(np.int64).tobytes(), used.tobytes())
+    try:
+        cval = float(spec.cval)
+    except Exception:  # a traced cval (the JAX-native API): built afresh, not kept
+        return _level_table.__wrapped__(axis, n, mode, spec.cval, np.dtype(dtype).str, *key)
+    return _level_table(axis, n, mode, cval, np.dtype(dtype).str, *key)
+
+
+@lru_cache(maxsize=8)
+def _level_table(axis, n, mode, cval, dtype, sigma, radius, used) -> LevelTable:
+    dtype = np.dtype(dtype)
+    sigma, radius = np.frombuffer(sigma, np.float64).copy(), np.frombuffer(radius, np.int64).copy()
+    used = np.frombuffer(used, np.int64).copy()
+    passes = tuple(level_pass(axis, n, float(s), int(r), mode, cval, dtype)
                    for s, r in zip(sigma, radius))  # fmt: skip
     parts = [
         (np.arange(n), 0.0, np.ones(1), np.ones(n), 0)

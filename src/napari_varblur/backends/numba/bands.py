@@ -35,7 +35,8 @@ from ...core.sigma import mean_step
 from ...core.spec import BlurSpec
 from ...core.taps import from_working_layout, map_plan, working_layout
 from . import band_runs
-from .common import FAST, kernel_array, parallel_section
+from .common import FAST, parallel_section
+from .layout import contiguous, copy_into
 
 #: Bands pay off when runs are long: a map whose level changes every pixel or two along
 #: the contiguous axis (noise) is left to the tile walk or the gather.
@@ -124,8 +125,13 @@ def blur(spec: BlurSpec, bands: BandPlan) -> np.ndarray:
     """Run a band plan: a new array of ``spec.precision``."""
     dtype = np.dtype(spec.precision)
     axes = bands.axes
-    image = kernel_array(working_layout(spec.image, axes), dtype).reshape(bands.shape)
-    out = np.zeros(bands.shape, dtype)
+    image = contiguous(working_layout(spec.image, axes), dtype).reshape(bands.shape)
+    result = np.zeros(spec.shape, dtype)
+    # The output itself where the working layout is the image's own order, else a
+    # working copy put in the image's order at the end.
+    view = working_layout(result, axes)
+    direct = view.flags.c_contiguous and np.may_share_memory(view, result)
+    out = view.reshape(bands.shape) if direct else np.zeros(bands.shape, dtype)
     s1, s2, s3 = bands.slots
     r1, r2, r3 = bands.runs
     # A missing slot gets a placeholder of the right types; the kernel skips it.
@@ -137,7 +143,9 @@ def blur(spec: BlurSpec, bands: BandPlan) -> np.ndarray:
         _run(image, out, scratch1, scratch2, bands.k, bands.t, bands.levels,
              bands.runs[0] is not None, bands.runs[1] is not None,
              *_args(s1, r1), *_args(s2, r2), *_args(s3, r3))  # fmt: skip
-    return np.ascontiguousarray(from_working_layout(out, spec.shape, axes))
+    if not direct:
+        copy_into(result, from_working_layout(out, spec.shape, axes))
+    return result
 
 
 def _args(slot: _Slot, runs: _Runs) -> tuple:
@@ -172,7 +180,7 @@ def _shape4(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, int, in
 def _located(spec, sigma, axes, levels: AxisLevels, n3: int, dtype):
     """Each pixel's lower level and upper weight, in the working layout's lines."""
     sigma = np.broadcast_to(sigma, spec.shape)
-    sigma = np.ascontiguousarray(working_layout(sigma, axes)).reshape(-1, n3)
+    sigma = contiguous(working_layout(sigma, axes), sigma.dtype).reshape(-1, n3)
     k = np.empty(sigma.shape, np.int32)
     t = np.empty(sigma.shape, dtype)
     first, last = levels._buckets
