@@ -86,7 +86,7 @@ def _stack(image, levels, mode) -> None:
     """The plain stack, as a user would loop over it: each blur's result is dropped
     before the next.  (Keeping all 17 in a list holds 17 fresh image-sized arrays and
     cost 8.2x one global blur against 7.2x for this loop, 2-D tilted map, 2026-12-06;
-    the 36-42x once reported for these rows came from runs that shared the cores.)"""
+    a run beside the test suite said 16-22x: busy cores, not the method.)"""
     for s in levels:
         gaussian_blur(image, s, mode=mode, backend="numba")
 
