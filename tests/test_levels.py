@@ -3,6 +3,8 @@ adversarial inputs in every mode and backend, and quantised maps, exact."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -162,6 +164,21 @@ def test_mixing_error_is_what_the_split_enforces():
         assert err <= levels.SAFETY * 1e-3
     # A wide interval is far from the budget: the split is doing the work.
     assert levels.mixing_error(1.0, 1.3, 4, (shape(4),)) > 1e-3
+
+
+def test_the_split_takes_as_few_pieces_as_the_error_asks_for():
+    """An interval at 4.4 times the budget, whose halves are each over it: halving
+    makes four pieces where three pass."""
+    shape, r, budget = levels.windows(200, False), 12, 1e-5
+    lo, hi = levels.bucket_range(r, 3.0)[0], 3.7041
+    limit = levels.SAFETY * budget
+    assert 4 < levels.mixing_error(lo, hi, r, (shape(r),)) / limit < 9
+    mid = np.sqrt(lo * hi)
+    assert levels.mixing_error(lo, mid, r, (shape(r),)) > limit
+    points = levels._split(lo, hi, r, budget, (shape(r),))
+    assert len(points) == 4 and points[0] == lo and points[-1] == hi
+    for a, b in itertools.pairwise(points):
+        assert levels.mixing_error(a, b, r, (shape(r),)) <= limit
 
 
 def test_distinct_values():

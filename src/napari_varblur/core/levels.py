@@ -28,6 +28,7 @@ error between the sampled sigmas, which varies smoothly, as ``t (1 - t)``).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
@@ -50,6 +51,8 @@ SAFETY = 0.8
 LOCATE_CHUNK = 1 << 16
 #: An interval is not split below this width (relative): far below any useful budget.
 MIN_WIDTH = 1e-9
+#: The most pieces one interval is cut into at once.
+MAX_PIECES = 16
 
 
 @dataclass(frozen=True)
@@ -186,19 +189,41 @@ def windows(n: int, crop: bool, limit: int = NO_LIMIT) -> Callable[[int], tuple]
 
 
 def _split(lo: float, hi: float, r: int, budget: float, shapes) -> list[float]:
-    """Level sigmas from ``lo`` to ``hi``: intervals halved until each is within budget."""
+    """Level sigmas from ``lo`` to ``hi``: an interval over budget is cut into as many
+    pieces as its error asks for (the error grows as the square of a short interval's
+    width), and a piece still over budget is cut again.  Halving alone overshoots:
+    an interval at five times the budget needs three pieces, not four."""
     if hi - lo <= MIN_WIDTH * max(hi, 1e-300):
         return [hi]
+    limit = SAFETY * budget
     done, todo = [], [(lo, hi)]
     while todo:
         a, b = todo.pop()
-        if b - a <= MIN_WIDTH * b or mixing_error(a, b, r, shapes) <= SAFETY * budget:
+        error = mixing_error(a, b, r, shapes) if b - a > MIN_WIDTH * b else 0.0
+        if error <= limit:
             done.append((a, b))
             continue
-        mid = np.sqrt(a * b) if a > 0.25 * b else np.sqrt(0.5 * (a * a + b * b))
-        todo += [(a, float(mid)), (float(mid), b)]
+        # The fewest equal pieces that all pass (from the square-law guess up).
+        n = max(2, math.ceil(math.sqrt(error / limit)))
+        while True:
+            cuts = _cuts(a, b, n)
+            pieces = list(itertools.pairwise(cuts))
+            over = [p for p in pieces if mixing_error(p[0], p[1], r, shapes) > limit]
+            if not over or n >= MAX_PIECES:
+                break
+            n += 1
+        done += [p for p in pieces if p not in over]
+        todo += over
     done.sort()
     return [done[0][0]] + [b for _, b in done]
+
+
+def _cuts(a: float, b: float, n: int) -> list[float]:
+    """``n`` pieces from ``a`` to ``b``: equal ratios of sigma (the error follows the
+    relative width) unless ``a`` is near 0, then equal steps of sigma squared."""
+    u = np.arange(n + 1) / n
+    inner = b * (a / b) ** (1 - u) if a > 0.25 * b else np.sqrt(a * a + (b * b - a * a) * u)
+    return [a] + [float(x) for x in inner[1:-1]] + [b]
 
 
 @lru_cache(maxsize=8192)
