@@ -1,8 +1,7 @@
-"""The exact gather's weight tables (backends/numba/gathers.py): an isotropic map's axes
-share one per-pixel table (copied, cast, summed over each axis's own window), and an
-axis no pixel blurs keeps the identity.  Each blurs exactly as the per-axis path, which
-builds every axis's table from the recurrence: bit for bit, at the edges, with NaN in
-the image and with a mask."""
+"""The exact gather's weight tables (backends/numba/gathers.py): an axis no pixel blurs
+(a 2-D map's leading axis in the 3-D kernel) keeps the identity table and no radii.  An
+isotropic map blurs exactly as the same map given per axis (bit for bit, at the edges,
+with NaN in the image and with a mask), and an axis subset as the reference."""
 
 from __future__ import annotations
 

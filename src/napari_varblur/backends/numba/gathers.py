@@ -29,7 +29,7 @@ from ...core.taps import (
     working_layout,
 )
 from .common import FAST, kernel_array, parallel_section
-from .weights import _copy_table, _gauss_table, _radius_exponent, _range
+from .weights import _gauss_table, _radius_exponent, _range
 
 
 def masked_map(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None:
@@ -83,7 +83,6 @@ def varying_blur(x, spec, plan, padded=None, flags=None) -> np.ndarray:
         _varying3d(
             padded,
             m.pads,
-            _same_axes(spec, m),
             m.crops,
             m.limits,
             *m.wide,
@@ -135,16 +134,6 @@ def map_arguments(spec, plan) -> MapArguments:
         [m if m.dtype == np.float32 else _ZERO_MAP32 for m, _ in maps],
         np.hstack([np.stack([f for _, f in maps]), np.array(is32, np.int64)]),
     )
-
-
-def _same_axes(spec, m: MapArguments) -> np.ndarray:
-    """Per axis of the 3-D kernel, whether its lanes' radii and weights are the previous
-    axis's: an isotropic map, both axes blurred with the same pad and radius cap."""
-    same = np.zeros(3, np.int64)
-    for a in (1, 2):
-        same[a] = spec.isotropic and m.pads[a - 1] > 0 and (m.pads[a], m.limits[a]) == (
-            m.pads[a - 1], m.limits[a - 1])  # fmt: skip
-    return same
 
 
 def _holes(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -270,16 +259,6 @@ def _tile_axis(
         hs[a, v] = h
         position = i if a == 0 else j if a == 1 else m
         lo[a, v], hi[a, v] = _range(r, position, n, crop)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _same_axis(a, i, j, m0, width, crop, n, rad, lo, hi, hs):  # pragma: no cover - jitted
-    """Axis ``a``'s lanes take axis ``a - 1``'s radii and exponents (the same map and
-    cap) and their own counted ranges."""
-    for v in range(width):
-        rad[a, v], hs[a, v] = rad[a - 1, v], hs[a - 1, v]
-        position = i if a == 0 else j if a == 1 else m0 + v
-        lo[a, v], hi[a, v] = _range(rad[a, v], position, n, crop)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -435,7 +414,6 @@ def _pixel_sums(xp, b, i, j, m0, width, pads, lo, hi, w0, w1, w2, acc):  # pragm
 def _varying3d(
     xp,
     pads,
-    same,
     crops,
     limits,
     s0,
@@ -455,7 +433,7 @@ def _varying3d(
 ):  # pragma: no cover
     """The map blur of 1-3 axes in the working layout ``(B, n0, n1, n2)``: one job per
     line along ``n2``, tiles of ``TILE`` pixels along it summed over their shared
-    window (:func:`_tile3d`); ``same[a]``: axis ``a`` shares axis ``a - 1``'s radii."""
+    window (:func:`_tile3d`)."""
     nb, n0, n1, n2 = out.shape
     n = np.array([n0, n1, n2], np.int64)
     tiles = (n2 + TILE - 1) // TILE
@@ -470,13 +448,10 @@ def _varying3d(
             width = min(TILE, n2 - m0)
             rad, lo, hi, hs = scratch[8], scratch[9], scratch[10], scratch[11]
             for a, sa, ta in ((0, s0, t0), (1, s1, t1), (2, s2, t2)):
-                if pads[a] > 0 and same[a]:  # the previous axis's radii, own windows
-                    _same_axis(a, i, j, m0, width, crops[a], n[a], rad, lo, hi, hs)
-                elif pads[a] > 0:  # (an axis no pixel blurs kept _scratch3d's zeros)
+                if pads[a] > 0:  # (an axis no pixel blurs kept _scratch3d's zeros)
                     _tile_axis(sa, ta, flags[a], a, b, i, j, m0, width, crops[a], limits[a],
                                truncate, n[a], rad, lo, hi, hs)  # fmt: skip
-            _tile3d(xp, valid, rows, holes, b, i, j, m0, width, pads, same, finite, floor,
-                    scratch)  # fmt: skip
+            _tile3d(xp, valid, rows, holes, b, i, j, m0, width, pads, finite, floor, scratch)
             acc, den = scratch[4], scratch[3]
             for v in range(width):
                 out[b, i, j, m0 + v] = acc[v] / den[v]
@@ -508,7 +483,7 @@ def _scratch3d(pads, width_max, out):  # pragma: no cover - jitted
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _tile3d(
-    xp, valid, rows, holes, b, i, j, m0, width, pads, same, finite, floor, scratch
+    xp, valid, rows, holes, b, i, j, m0, width, pads, finite, floor, scratch
 ):  # pragma: no cover
     """One tile's weight tables, then its sums into ``acc`` and ``den``: over the valid
     taps (a mask), over the shared window (finite values), or pixel by pixel over each
@@ -516,21 +491,12 @@ def _tile3d(
     w0, w1, w2, den, acc, mid, part, tmp, rad, lo, hi, hs, sums, bigs = scratch
     den[:width] = 1.0
     # An axis no pixel blurs (padding 0: a 2-D blur's leading axis) keeps the identity
-    # table _scratch3d made: no radii, no recurrence.  One that ``same`` ties to the
-    # previous axis (an isotropic map) copies its weights.
-    if pads[0] > 0:
-        bigs[0] = _gauss_table(w0, pads[0], rad[0], hs[0], lo[0], hi[0], width, den,
-                               tmp[0], tmp[1], tmp[2], tmp[3])  # fmt: skip
-    if pads[1] > 0 and same[1]:
-        bigs[1] = _copy_table(w1, pads[1], w0, pads[0], bigs[0], lo[1], hi[1], width, den,
-                              tmp[3])  # fmt: skip
-    elif pads[1] > 0:
-        bigs[1] = _gauss_table(w1, pads[1], rad[1], hs[1], lo[1], hi[1], width, den,
-                               tmp[0], tmp[1], tmp[2], tmp[3])  # fmt: skip
-    if pads[2] > 0 and same[2]:
-        bigs[2] = _copy_table(w2, pads[2], w1, pads[1], bigs[1], lo[2], hi[2], width, den,
-                              tmp[3])  # fmt: skip
-    elif pads[2] > 0:
+    # table _scratch3d made: no radii, no recurrence.
+    for a, table in ((0, w0), (1, w1)):
+        if pads[a] > 0:
+            bigs[a] = _gauss_table(table, pads[a], rad[a], hs[a], lo[a], hi[a], width, den,
+                                   tmp[0], tmp[1], tmp[2], tmp[3])  # fmt: skip
+    if pads[2] > 0:
         bigs[2] = _gauss_table(w2, pads[2], rad[2], hs[2], lo[2], hi[2], width, den,
                                tmp[0], tmp[1], tmp[2], tmp[3])  # fmt: skip
     if valid is not None:  # (pruned at compile time where valid is None)

@@ -55,26 +55,6 @@ def _gauss_table(table, pad, radius, h, lo, hi, width, den, w, g, q2, sums):  # 
     return big
 
 
-@njit(cache=True, nogil=True, fastmath=FAST, error_model="numpy")
-def _copy_table(table, pad, source, spad, big, lo, hi, width, den, sums):  # pragma: no cover
-    """:func:`_gauss_table` for an axis whose lanes have the radii and exponents of the
-    axis whose table is ``source`` (rows ``spad - big .. spad + big``): the same stored
-    weights (cast to ``table``'s dtype, as the recurrence's would be), the same sums in
-    the same order over this axis's counted offsets ``lo .. hi``; returns ``big``."""
-    for v in range(width):
-        table[pad, v] = 1.0
-        sums[v] = 1.0
-    for d in range(1, big + 1):
-        for v in range(width):
-            table[pad + d, v] = source[spad + d, v]
-            value = table[pad + d, v]
-            table[pad - d, v] = value
-            sums[v] += (value if d <= hi[v] else 0.0) + (value if -d >= lo[v] else 0.0)
-    for v in range(width):
-        den[v] *= sums[v]
-    return big
-
-
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def _radius_exponent(sigma, truncate, limit):  # pragma: no cover - jitted
     """The contract's per-pixel radius ceil(truncate * sigma) in float64, capped at
