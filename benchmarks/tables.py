@@ -168,15 +168,18 @@ def orientation_table(data: dict) -> list[str]:
         ratio, m = r["tol_over_global"], r["median_s"]
         verdict = "met" if ratio <= 4 else ("target missed" if ratio <= 8 else "**must missed**")
         once = " (once)" if r.get("exact_timed_once") else ""
+        stack = r["stack_over_global"]
+        than = "below" if ratio <= stack else "**above**"
         table.append([r["case"], r["map"], f"{r['sigma_min']:g} → {r['sigma_max']:g}",
-                      f"{ratio:.1f}x", verdict, num(m["tolerance"]), num(m["global"]),
-                      num(m["exact"]) + once, f"{r['tol_over_exact']:.3f}",
-                      f"{r['error']:.1e}"])  # fmt: skip
-    head = ["image", "map", "sigma", "tolerance / global", "≤ 4x (must ≤ 8x)", "tolerance s",
-            "global s", "exact s", "tolerance / exact", "error / range"]  # fmt: skip
+                      f"{ratio:.1f}x", verdict, f"{stack:.1f}x ({r['stack_levels']}), {than}",
+                      num(m["tolerance"]), num(m["global"]), num(m["exact"]) + once,
+                      f"{r['tol_over_exact']:.3f}", f"{r['error']:.1e}"])  # fmt: skip
+    head = ["image", "map", "sigma", "tolerance / global", "≤ 4x (must ≤ 8x)",
+            "plain stack / global (blurs), tolerance", "tolerance s", "global s", "exact s",
+            "tolerance / exact", "error / range"]  # fmt: skip
     threads = data["machine"].get("numba_threads")
     lines = [f"Numba threads: {threads}.", ""] if threads else []
-    return lines + md_table(head, table, "lllrlrrrrr")
+    return lines + md_table(head, table, "lllrllrrrrr")
 
 
 # --------------------------------------------------------------------------- masked
