@@ -4,7 +4,8 @@ A band blur runs its last pass along the contiguous axis of a working layout who
 may be the image's in another order (:func:`napari_varblur.core.taps.working_layout`).
 NumPy copies such a transposed view element by element along the output, striding
 through the input a page at a time; here the copy walks square tiles, so every cache
-line read or written is used whole (a 2048² float32 transpose: ~25 ms -> a few ms).
+line read or written is used whole (a 2048² float32 transpose into a fresh array:
+~30 ms -> ~18 ms, of which ~6 ms is the copy and the rest the new pages' first touch).
 """
 
 from __future__ import annotations
