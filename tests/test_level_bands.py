@@ -238,6 +238,10 @@ def test_level_tables_are_shared_between_calls_and_give_the_same_blur(rng):
     used = np.arange(len(lv))
     assert level_table(spec, 0, lv, used, np.float32) is level_table(spec, 0, lv, used, np.float32)
     assert level_table(spec, 1, lv, used, np.float32).axis == spec.axes[1]
+    # A NaN fill is found again too, from two calls' own specs (NaN != NaN).
+    nan = dict(backend="numba", tolerance=1e-3, mode="constant", cval=np.float64(np.nan))
+    a, b = (BlurSpec.from_args(image, sigma, **nan) for _ in range(2))
+    assert level_table(a, 0, lv, used, np.float32) is level_table(b, 0, lv, used, np.float32)
     once = bands_blur(image, sigma, precision="float32", tolerance=1e-3, mode="reflect")
     again = bands_blur(image, sigma, precision="float32", tolerance=1e-3, mode="reflect")
     np.testing.assert_array_equal(once, again)

@@ -12,6 +12,7 @@ kernels that run and mix them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
@@ -178,10 +179,9 @@ def level_table(spec: BlurSpec, i: int, lv: AxisLevels, used: np.ndarray, dtype)
     sigma = lv.sigma[used].astype(np.float64)
     radius = np.minimum(lv.radius[used], cap)
     key = (sigma.tobytes(), radius.astype(np.int64).tobytes(), used.tobytes())
-    try:
-        cval = float(spec.cval)
-    except Exception:  # a traced cval (the JAX-native API): built afresh, not kept
-        return _level_table.__wrapped__(axis, n, mode, spec.cval, np.dtype(dtype).str, *key)
+    # cval is a validated float (the spec rejects a traced one), so it can be a key;
+    # NaN as the one math.nan, which a key matches by identity (NaN != NaN).
+    cval = math.nan if math.isnan(spec.cval) else float(spec.cval)
     return _level_table(axis, n, mode, cval, np.dtype(dtype).str, *key)
 
 
