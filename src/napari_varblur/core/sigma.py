@@ -26,6 +26,8 @@ def mean_step(sigma: np.ndarray, axis: int) -> float:
 
 def check_sigma_values(values: np.ndarray, what: str) -> None:
     """Raise ``ValueError`` if any sigma is NaN, infinite or negative."""
+    if values.size and _all_valid(values):
+        return  # two reductions; the masks below only say where an error is
     bad_nan = np.isnan(values)
     if bad_nan.any():
         raise ArgumentError(f"sigma: {what} has NaN in {where(bad_nan)}; sigma must be finite")
@@ -35,6 +37,13 @@ def check_sigma_values(values: np.ndarray, what: str) -> None:
     bad_neg = values < 0
     if bad_neg.any():
         raise ArgumentError(f"sigma: {what} is negative in {where(bad_neg)}; sigma must be >= 0")
+
+
+def _all_valid(values: np.ndarray) -> bool:
+    """Whether every value is finite and >= 0: the smallest is (a NaN makes it NaN)
+    and the largest is finite."""
+    low, high = values.min(), values.max()
+    return bool(np.isfinite(low) and low >= 0 and np.isfinite(high))
 
 
 def normalize_global_sigma(sigma: object, naxes: int) -> tuple[float, ...]:

@@ -103,15 +103,15 @@ class Survey:
             for a in spec.axes:
                 if c.shape[a] > 1:
                     low, high = (
-                        _reduce(low, a, self.BASE, np.min),
-                        _reduce(high, a, self.BASE, np.max),
+                        _reduce(low, a, self.BASE, np.minimum),
+                        _reduce(high, a, self.BASE, np.maximum),
                     )
             self._base[id(c)] = (low, high)
         low, high = self._base[id(c)]
         for a, t in zip(spec.axes, tiles):
             if c.shape[a] > 1:
                 step = t // self.BASE if t < spec.shape[a] else low.shape[a]
-                low, high = _reduce(low, a, step, np.min), _reduce(high, a, step, np.max)
+                low, high = _reduce(low, a, step, np.minimum), _reduce(high, a, step, np.maximum)
         keep = tuple(0 if a not in spec.axes else slice(None) for a in range(c.ndim))
         order = [sorted(spec.axes).index(a) for a in spec.axes]
         return (np.transpose(np.asarray(low[keep], np.float64), order),
@@ -245,15 +245,32 @@ def _walk_work(spec, maps, survey, levels, tiles, diagonal) -> dict[str, float]:
     )  # fmt: skip
 
 
-def _reduce(x: np.ndarray, axis: int, t: int, fn) -> np.ndarray:
-    """``fn`` over consecutive runs of ``t`` along ``axis`` (the last run may be short)."""
+def _reduce(x: np.ndarray, axis: int, t: int, ufunc) -> np.ndarray:
+    """``ufunc`` (``np.minimum`` or ``np.maximum``) over consecutive runs of ``t`` along
+    ``axis`` (the last run may be short)."""
     n = x.shape[axis]
     full = n - n % t
     head = x[(slice(None),) * axis + (slice(0, full),)]
-    parts = [fn(head.reshape(x.shape[:axis] + (full // t, t) + x.shape[axis + 1 :]), axis=axis + 1)]
+    parts = [
+        _fold(head.reshape(x.shape[:axis] + (full // t, t) + x.shape[axis + 1 :]), axis + 1, ufunc)
+    ]
     if full < n:
-        parts.append(fn(x[(slice(None),) * axis + (slice(full, n),)], axis=axis, keepdims=True))
+        tail = x[(slice(None),) * axis + (slice(full, n),)]
+        parts.append(ufunc.reduce(tail, axis=axis, keepdims=True))
     return np.concatenate(parts, axis=axis)
+
+
+def _fold(v: np.ndarray, axis: int, ufunc) -> np.ndarray:
+    """``ufunc.reduce`` over ``axis`` of ``v``; over a short last axis one whole slice at
+    a time, as NumPy's own reduction there ran 10x slower (8-pixel tiles along the
+    contiguous axis of a 2048² map: 2.7 against 0.27 ms; along the first, NumPy's is
+    the faster)."""
+    if axis != v.ndim - 1 or v.shape[axis] > 64:
+        return ufunc.reduce(v, axis=axis)
+    out = v[(slice(None),) * axis + (0,)].copy()
+    for i in range(1, v.shape[axis]):
+        ufunc(out, v[(slice(None),) * axis + (i,)], out=out)
+    return out
 
 
 def _grid(maps, tiles) -> tuple[int, ...]:
@@ -268,7 +285,19 @@ def _compacts(maps: list[MapAxis]) -> list[np.ndarray]:
         if id(m.sigma) not in seen:
             sigma = m.sigma
             seen[id(sigma)] = sigma[tuple(
-                slice(None) if n > 1 and not (sigma == sigma.take([0], axis=a)).all()
-                else slice(0, 1) for a, n in enumerate(sigma.shape)
+                slice(0, 1) if _constant_along(sigma, a) else slice(None)
+                for a in range(sigma.ndim)
             )]  # fmt: skip
     return [seen[id(m.sigma)] for m in maps]
+
+
+def _constant_along(sigma: np.ndarray, axis: int) -> bool:
+    """Whether ``sigma`` is the same at every index along ``axis``.  The second slice
+    is compared first: a map that changes there (most do) is told apart without a
+    pass over the whole map."""
+    if sigma.shape[axis] < 2:
+        return True
+    first = sigma.take([0], axis=axis)
+    if not (sigma.take([1], axis=axis) == first).all():
+        return False
+    return bool((sigma == first).all())

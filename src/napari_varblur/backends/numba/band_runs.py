@@ -176,59 +176,170 @@ def dilate(ptr, lines, starts, stops, lo, hi):  # pragma: no cover - jitted
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def union(ptr, lines, starts, stops, first, final, planes, n2, n3, at, olines, ostarts,
-           ostops, write):  # pragma: no cover  # fmt: skip
+def union(ptr, lines, starts, stops, first, final, planes, n2, n3, chunks, at, olines,
+          ostarts, ostops, write):  # pragma: no cover  # fmt: skip
     """Slot 1's runs: per level and line ``(b, i1, j)``, the union of the runs of the
     lines ``(b, i1, i2)`` whose slot-2 pass reads line ``j`` (``first[j] <= i2 <=
-    final[j]``).  One job per level and plane, sliding a window of lines down the
-    plane with a coverage count per pixel.  The first call (``write`` False) counts
-    each line's runs into ``at``; the second writes them from offsets ``at``."""
-    nlevels = ptr.shape[0] - 1
-    for job in prange(nlevels * planes):
-        v, plane = job // planes, job % planes
-        a, b = ptr[v], ptr[v + 1]
-        # This plane's runs, by line: the plane's lines are contiguous.
-        lo = a + np.searchsorted(lines[a:b], plane * n2)
-        hi = a + np.searchsorted(lines[a:b], (plane + 1) * n2)
-        if not write:
-            at[job * n2 : (job + 1) * n2] = 0
-        if lo == hi:
-            continue
-        line_at, low, high, single = _plane_lines(lines, starts, stops, lo, hi, plane, n2, n3)
-        depth = np.zeros(n3 + 1, np.int32)
-        top, bottom = 0, -1  # the lines counted in depth: top .. bottom
-        # The hull of a window sliding down: monotone queues of the lines' extents.
-        qlo, qhi = np.empty(n2, np.int64), np.empty(n2, np.int64)
-        elo, ehi = np.zeros(2, np.int64), np.zeros(2, np.int64)
-        w0, w1 = 0, -1  # the window the queues hold
-        for j in range(n2):
-            i0, i1 = first[v, j], final[v, j]
-            if i1 < i0 or line_at[i0] == line_at[i1 + 1]:
-                continue
-            o = at[job * n2 + j] if write else -1
-            if i0 < w0 or i1 < w1:  # not a slide down: restart the queues
-                elo[:], ehi[:], w1 = 0, 0, i0 - 1
-            span_lo = _slide(qlo, elo, low, i0, i1, w1, 1)
-            span_hi = _slide(qhi, ehi, high, i0, i1, w1, -1)
-            w0, w1 = i0, i1
-            # A plane of single runs takes each window's hull (a smooth map's runs
-            # overlap from line to line, so the hull is their union; where they do not,
-            # the hull only adds work); others count coverage exactly.
-            if single:
-                c = 1
-                if o >= 0:
-                    olines[o], ostarts[o], ostops[o] = plane * n2 + j, span_lo, span_hi
-            else:
-                if i0 < top or i1 < bottom or i0 > bottom + 1:  # not a slide down
-                    _count(depth, starts, stops, line_at[top], line_at[bottom + 1], -1)
-                    top, bottom = i0, i0 - 1
-                _count(depth, starts, stops, line_at[top], line_at[i0], -1)
-                _count(depth, starts, stops, line_at[bottom + 1], line_at[i1 + 1], 1)
-                top, bottom = i0, i1
-                c = _runs_of(depth, span_lo, span_hi, plane * n2 + j, olines, ostarts,
-                             ostops, o)  # fmt: skip
+    final[j]``).  One job per level and plane, dealt out in ``chunks`` (several per
+    thread), each with its own scratch.  The first call (``write`` False) counts each
+    line's runs into ``at``; the second writes them from offsets ``at``."""
+    jobs = (ptr.shape[0] - 1) * planes
+    chunks = max(1, min(jobs, chunks))
+    words = (n3 + 63) // 64
+    for chunk in prange(chunks):
+        bits = np.empty((3, n2, words), np.uint64)  # each line's pixels, and block ORs
+        window = np.empty(words, np.uint64)
+        for job in range(chunk * jobs // chunks, (chunk + 1) * jobs // chunks):
+            v, plane = job // planes, job % planes
+            a, b = ptr[v], ptr[v + 1]
+            # This plane's runs, by line: the plane's lines are contiguous.
+            lo = a + np.searchsorted(lines[a:b], plane * n2)
+            hi = a + np.searchsorted(lines[a:b], (plane + 1) * n2)
             if not write:
-                at[job * n2 + j] = c
+                at[job * n2 : (job + 1) * n2] = 0
+            if lo == hi:
+                continue
+            line_at, low, high, single = _plane_lines(lines, starts, stops, lo, hi, plane, n2,
+                                                      n3)  # fmt: skip
+            if single:
+                _hull_lines(job, v, plane, n2, first, final, line_at, low, high, at, olines,
+                            ostarts, ostops, write)  # fmt: skip
+            else:
+                _bit_lines(job, v, plane, n2, n3, first, final, line_at, starts, stops, bits,
+                           window, at, olines, ostarts, ostops, write)  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def _hull_lines(job, v, plane, n2, first, final, line_at, low, high, at, olines, ostarts,
+                ostops, write):  # pragma: no cover  # fmt: skip
+    """A plane of single runs: each window's hull (a smooth map's runs overlap from
+    line to line, so the hull is their union; where they do not, the hull only adds
+    work), from monotone queues of the lines' extents sliding down the plane."""
+    qlo, qhi = np.empty(n2, np.int64), np.empty(n2, np.int64)
+    elo, ehi = np.zeros(2, np.int64), np.zeros(2, np.int64)
+    w0, w1 = 0, -1  # the window the queues hold
+    for j in range(n2):
+        i0, i1 = first[v, j], final[v, j]
+        if i1 < i0 or line_at[i0] == line_at[i1 + 1]:
+            continue
+        if i0 < w0 or i1 < w1:  # not a slide down: restart the queues
+            elo[:], ehi[:], w1 = 0, 0, i0 - 1
+        span_lo = _slide(qlo, elo, low, i0, i1, w1, 1)
+        span_hi = _slide(qhi, ehi, high, i0, i1, w1, -1)
+        w0, w1 = i0, i1
+        if write:
+            o = at[job * n2 + j]
+            olines[o], ostarts[o], ostops[o] = plane * n2 + j, span_lo, span_hi
+        else:
+            at[job * n2 + j] = 1
+
+
+@njit(cache=True, nogil=True)
+def _bit_lines(job, v, plane, n2, n3, first, final, line_at, starts, stops, bits, window,
+               at, olines, ostarts, ostops, write):  # pragma: no cover  # fmt: skip
+    """A plane where some line has several runs: the exact union, as bitsets.  Each
+    line's pixels are a row of 64-bit words; a window of lines is the OR of a block's
+    suffix and the next block's prefix (blocks as long as the longest window), or of
+    its lines where it lies inside one block.  The union's runs are read off the
+    window's bit transitions."""
+    own, pre, suf = bits[0], bits[1], bits[2]
+    longest = _block_ors(own, pre, suf, v, first, final, line_at, starts, stops)
+    for j in range(n2):
+        i0, i1 = first[v, j], final[v, j]
+        if i1 < i0 or line_at[i0] == line_at[i1 + 1]:
+            continue
+        if i0 // longest == i1 // longest:
+            window[:] = 0
+            for i in range(i0, i1 + 1):
+                for w in range(window.shape[0]):
+                    window[w] |= own[i, w]
+        else:
+            for w in range(window.shape[0]):
+                window[w] = suf[i0, w] | pre[i1, w]
+        o = at[job * n2 + j] if write else -1
+        c = _bit_runs(window, n3, plane * n2 + j, olines, ostarts, ostops, o)
+        if not write:
+            at[job * n2 + j] = c
+
+
+@njit(cache=True, nogil=True)
+def _block_ors(own, pre, suf, v, first, final, line_at, starts, stops):  # pragma: no cover
+    """Each line's bits (``own``), and in blocks of lines as long as level ``v``'s
+    longest window, the ORs from each block's start (``pre``) and to its end
+    (``suf``); returns the block length."""
+    n2 = own.shape[0]
+    own[:] = 0
+    longest = 1
+    for j in range(n2):
+        _set_runs(own[j], starts, stops, line_at[j], line_at[j + 1])
+        longest = max(longest, final[v, j] - first[v, j] + 1)
+    for j in range(n2):
+        start = j % longest == 0
+        for w in range(own.shape[1]):
+            pre[j, w] = own[j, w] if start else pre[j - 1, w] | own[j, w]
+    for j in range(n2 - 1, -1, -1):
+        end = j % longest == longest - 1 or j == n2 - 1
+        for w in range(own.shape[1]):
+            suf[j, w] = own[j, w] if end else suf[j + 1, w] | own[j, w]
+    return longest
+
+
+#: ``x & -x`` times this, shifted down 58 bits, indexes :data:`_TRAILING`: the position
+#: of a word's lowest set bit (a de Bruijn sequence).
+_DE_BRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_TRAILING = tuple(  # (a tuple: a global array would keep Numba from caching the kernel)
+    sorted(range(64), key=lambda bit: ((1 << bit) * 0x03F79D71B4CB0A89 % (1 << 64)) >> 58)
+)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _set_runs(row, starts, stops, a, b):  # pragma: no cover - jitted
+    """Set the bits of runs ``a .. b - 1`` (``[start, stop)`` each) in ``row``."""
+    ones = np.uint64(0xFFFFFFFFFFFFFFFF)
+    for i in range(a, b):
+        s, e = starts[i], stops[i]
+        if s >= e:
+            continue
+        ws, we = s >> 6, (e - 1) >> 6
+        head = ones << np.uint64(s & 63)
+        tail = ones >> np.uint64(63 - ((e - 1) & 63))
+        if ws == we:
+            row[ws] |= head & tail
+            continue
+        row[ws] |= head
+        for w in range(ws + 1, we):
+            row[w] = ones
+        row[we] |= tail
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _bit_runs(window, n3, line, olines, ostarts, ostops, o):  # pragma: no cover - jitted
+    """The runs of set bits of ``window`` (``n3`` pixels), written from ``o`` (unless
+    ``o`` is -1); returns how many there are.  Each word's transitions (a bit unlike
+    the one before it) alternate between a run's start and its stop."""
+    c, inside = 0, False
+    carry = np.uint64(0)
+    one = np.uint64(1)
+    for w in range(window.shape[0]):
+        x = window[w]
+        flips = x ^ ((x << one) | carry)
+        carry = x >> np.uint64(63)
+        while flips != 0:
+            lowest = flips & (~flips + one)
+            at = w * 64 + _TRAILING[(lowest * _DE_BRUIJN) >> np.uint64(58)]
+            if inside:
+                if o >= 0:
+                    ostops[o + c] = at
+                c += 1
+            elif o >= 0:
+                olines[o + c], ostarts[o + c] = line, at
+            inside = not inside
+            flips ^= lowest
+    if inside:  # (bits past n3 are never set: a run open here ends at the last word)
+        if o >= 0:
+            ostops[o + c] = n3
+        c += 1
+    return c
 
 
 @njit(cache=True, nogil=True)
@@ -263,30 +374,3 @@ def _slide(q, ends, values, i0, i1, top, sign):  # pragma: no cover - jitted
     while q[ends[0]] < i0:
         ends[0] += 1
     return values[q[ends[0]]]
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _count(depth, starts, stops, a, b, sign):  # pragma: no cover - jitted
-    """Add (``sign`` 1) or remove (-1) runs ``a .. b - 1`` in the coverage count."""
-    for i in range(a, b):
-        depth[starts[i]] += sign
-        depth[stops[i]] -= sign
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _runs_of(depth, lo, hi, line, olines, ostarts, ostops, o):  # pragma: no cover
-    """The covered stretches of the coverage count ``depth`` (nothing is covered
-    outside ``lo .. hi - 1``), written from ``o`` (unless ``o`` is -1); returns how
-    many there are."""
-    c, level = 0, 0
-    for x in range(lo, hi + 1):
-        was = level
-        level += depth[x]
-        if was == 0 and level > 0:
-            if o >= 0:
-                olines[o + c], ostarts[o + c] = line, x
-        elif was > 0 and level == 0:
-            if o >= 0:
-                ostops[o + c] = x
-            c += 1
-    return c

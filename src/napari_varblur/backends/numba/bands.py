@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -41,6 +42,14 @@ from .layout import contiguous, copy_into
 #: Bands pay off when runs are long: a map whose level changes every pixel or two along
 #: the contiguous axis (noise) is left to the tile walk or the gather.
 MIN_MEAN_RUN = 2
+#: In 2-D the contiguous axis keeps the last pass unless the other axis's runs are this
+#: many times longer: a transposed working layout costs three copies of the image (~7
+#: ms each at 2048², float32), which a 30° tilt's 1.7x longer runs did not repay (2-D
+#: 2048² tilted map: 116 ms in the image's layout, 123 ms transposed; a ramp along x,
+#: whose runs along y are the whole axis, 108 ms transposed against 196 ms).  Not in
+#: 3-D, where the copies are a smaller share and the order decides the first pass's
+#: widening: a 64x128x128 radial map ran 180 ms in the runs' order, 280 ms kept.
+KEEP_LAYOUT = 2.0
 #: Runs handled by one parallel job of the last pass (one scratch buffer per job).
 _JOB = 16
 
@@ -162,11 +171,15 @@ def _pass_order(spec: BlurSpec, sigma: np.ndarray) -> tuple[int, ...]:
     unit of sigma change, at most the axis) from shortest to longest.  The last pass
     runs along the longest runs, so a level's widening and bookkeeping cost least; the
     first along the map's fastest change, where widening would cost most (a map along
-    x passes along x first and runs along y)."""
+    x passes along x first and runs along y).  In 2-D the contiguous axis's runs count
+    :data:`KEEP_LAYOUT` times: leaving the image's layout costs copies."""
+
+    kept = max(spec.axes) if len(spec.axes) == 2 else None
 
     def run(a: int) -> float:
         change, n = mean_step(sigma, a), float(spec.shape[a])
-        return n if change == 0 else min(n, 1.0 / change)
+        length = n if change == 0 else min(n, 1.0 / change)
+        return length * (KEEP_LAYOUT if a == kept else 1.0)
 
     return tuple(sorted(sorted(spec.axes), key=run))  # ties: memory order
 
@@ -204,8 +217,9 @@ def _slot_runs(runs3: _Runs, slots, shape4) -> tuple:
     nlevels, planes, n2 = len(runs2.ptr) - 1, shape4[0] * shape4[1], shape4[2]
     at = np.zeros(nlevels * planes * n2 + 1, np.int64)
     dummy = np.empty(0, np.int64)
+    chunks = 16 * numba.get_num_threads()  # of the union's jobs: several per thread
     args = (runs2.ptr, runs2.lines, runs2.starts, runs2.stops, first, final, planes, n2,
-            shape4[3])  # fmt: skip
+            shape4[3], chunks)  # fmt: skip
     with parallel_section():
         band_runs.union(*args, at[1:], dummy, dummy, dummy, False)
         np.cumsum(at, out=at)

@@ -1,0 +1,160 @@
+"""The level bands' bookkeeping (backends/numba/band_runs.py) and the planner's survey of
+a map (engine/cost.py), against plain Python: slot 1's runs (the union of the runs of
+the lines a window of slot-2 passes reads, or the window's hull where every line has
+one run), the pass order, each tile's extremes and the axes a map is constant along."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from napari_varblur.backends.numba import band_runs, bands
+from napari_varblur.core.level_plan import plan_levels
+from napari_varblur.core.spec import BlurSpec
+from napari_varblur.core.taps import map_plan
+from napari_varblur.engine import cost
+
+
+def random_runs(rng, nlevels, planes, n2, n3, single):
+    """Sorted, disjoint runs per level and line (``single``: at most one per line)."""
+    ptr, lines, starts, stops = [0], [], [], []
+    for _ in range(nlevels):
+        for line in range(planes * n2):
+            if rng.random() < 0.3:
+                continue
+            count = 2 if single else 2 * int(rng.integers(1, 4))
+            cuts = np.sort(rng.choice(n3 + 1, size=min(count, (n3 + 1) // 2 * 2), replace=False))
+            for a, b in cuts.reshape(-1, 2):
+                lines.append(line)
+                starts.append(a)
+                stops.append(b)
+        ptr.append(len(lines))
+    return tuple(np.array(x, np.int64) for x in (ptr, lines, starts, stops))
+
+
+def windows(rng, nlevels, n2):
+    """Each line's window of lines: sliding (most windows span two blocks of the
+    union's bitsets), one read by no line, and on level 0 one over the whole plane."""
+    first, final = np.empty((nlevels, n2), np.int64), np.empty((nlevels, n2), np.int64)
+    for v in range(nlevels):
+        r = int(rng.integers(1, 4))
+        for j in range(n2):
+            first[v, j], final[v, j] = max(0, j - r), min(n2 - 1, j + r)
+        if v == 0:  # a window over the whole plane (wrap): one block of windows
+            first[v, 0], final[v, 0] = 0, n2 - 1
+        first[v, n2 // 2], final[v, n2 // 2] = n2, -1  # read by no line
+    return first, final
+
+
+def reference(ptr, lines, starts, stops, first, final, planes, n2, n3):
+    """Per level and output line, its runs, by plain sets of pixels."""
+    out = []
+    for v in range(len(ptr) - 1):
+        by_line = {}
+        for i in range(ptr[v], ptr[v + 1]):
+            by_line.setdefault(int(lines[i]), []).append((int(starts[i]), int(stops[i])))
+        for plane in range(planes):
+            own = [by_line.get(plane * n2 + j, []) for j in range(n2)]
+            single = all(len(r) <= 1 for r in own)
+            for j in range(n2):
+                runs = [r for i in range(first[v, j], final[v, j] + 1) for r in own[i]]
+                if not runs:
+                    continue
+                if single:  # the hull
+                    out.append((v, plane * n2 + j, min(a for a, _ in runs),
+                                max(b for _, b in runs)))  # fmt: skip
+                    continue
+                covered = np.zeros(n3 + 1, bool)
+                for a, b in runs:
+                    covered[a:b] = True
+                edges = np.flatnonzero(np.diff(np.concatenate(([False], covered))))
+                for a, b in edges.reshape(-1, 2):
+                    out.append((v, plane * n2 + j, int(a), int(b)))
+    return out
+
+
+def run_union(ptr, lines, starts, stops, first, final, planes, n2, n3, chunks):
+    """Both calls of :func:`band_runs.union` as bands.py makes them."""
+    nlevels = len(ptr) - 1
+    at = np.zeros(nlevels * planes * n2 + 1, np.int64)
+    dummy = np.empty(0, np.int64)
+    args = (ptr, lines, starts, stops, first, final, planes, n2, n3, chunks)
+    band_runs.union(*args, at[1:], dummy, dummy, dummy, False)
+    np.cumsum(at, out=at)
+    olines, ostarts, ostops = (np.empty(int(at[-1]), np.int64) for _ in range(3))
+    band_runs.union(*args, at, olines, ostarts, ostops, True)
+    level = np.repeat(np.arange(nlevels), np.diff(at[:: planes * n2]))
+    return list(zip(level.tolist(), olines.tolist(), ostarts.tolist(), ostops.tolist()))
+
+
+@pytest.mark.parametrize("n3", [1, 5, 63, 64, 65, 128, 130])
+@pytest.mark.parametrize("single", [False, True])
+def test_slot_one_runs_are_the_union_of_the_window_or_its_hull(rng, n3, single):
+    """Bit words end at 64 pixels: runs that end on, before and after a word's edge,
+    planes of several runs per line (the exact union) and of one (the hull), windows
+    over the whole plane and windows no line reads; any number of job chunks."""
+    nlevels, planes, n2 = 3, 2, 11
+    runs = random_runs(rng, nlevels, planes, n2, n3, single)
+    first, final = windows(rng, nlevels, n2)
+    expected = reference(*runs, first, final, planes, n2, n3)
+    assert expected
+    for chunks in (1, 4, 64):
+        got = run_union(*runs, first, final, planes, n2, n3, chunks)
+        assert got == expected
+
+
+def test_a_run_over_the_whole_line_at_a_word_edge(rng):
+    """Runs that fill whole words and stop exactly at the line's end."""
+    ptr, lines = np.array([0, 3]), np.array([0, 1, 1])
+    starts, stops = np.array([0, 0, 100]), np.array([128, 64, 128])
+    first, final = np.array([[0, 1]]), np.array([[0, 1]])
+    got = run_union(ptr, lines, starts, stops, first, final, 1, 2, 128, 2)
+    assert got == [(0, 0, 0, 128), (0, 1, 0, 64), (0, 1, 100, 128)]
+
+
+def test_the_last_pass_keeps_the_image_layout_unless_runs_are_much_longer():
+    """2-D: a map whose runs along y are less than KEEP_LAYOUT times those along x
+    keeps its layout (the last pass along x); a ramp along x is transposed.  3-D goes
+    by the runs alone."""
+    image = np.zeros((64, 64), np.float32)
+    for direction, last in (((0.6, 1.0), 1), ((0.1, 1.0), 0), ((1.0, 0.6), 1), ((1.0, 0.0), 1)):
+        grids = np.meshgrid(*[np.linspace(0, 1, 64)] * 2, indexing="ij")
+        sigma = 1 + 4 * (direction[0] * grids[0] + direction[1] * grids[1])
+        spec = BlurSpec.from_args(image, sigma, backend="numba", tolerance=1e-3)
+        assert bands._pass_order(spec, sigma)[-1] == last, direction
+    volume = np.zeros((16, 16, 16), np.float32)
+    grids = np.meshgrid(*[np.linspace(0, 1, 16)] * 3, indexing="ij")
+    sigma = 1 + 4 * (grids[0] + grids[1] + 0.6 * grids[2])
+    spec = BlurSpec.from_args(volume, sigma, backend="numba", tolerance=1e-3)
+    assert bands._pass_order(spec, sigma)[-1] == 2  # the longest runs, unboosted
+    sigma = 1 + 4 * (grids[0] + 0.6 * grids[1] + grids[2])
+    spec = BlurSpec.from_args(volume, sigma, backend="numba", tolerance=1e-3)
+    assert bands._pass_order(spec, sigma)[-1] == 1
+
+
+@pytest.mark.parametrize("shape", [(37, 45), (8, 130), (3, 20, 70)])
+def test_survey_extremes_are_each_tiles_min_and_max(rng, shape):
+    """Tiles of 8 and longer, with short last tiles, against NumPy's min and max."""
+    image = np.zeros(shape, np.float32)
+    sigma = (1 + 3 * rng.random(shape)).astype(np.float32)
+    spec = BlurSpec.from_args(image, sigma, backend="numba", tolerance=1e-3)
+    survey = cost.Survey(spec, map_plan(spec))
+    for tiles in [(8,) * len(shape), (16,) * len(shape), tuple(shape)]:
+        low, high = survey.extremes(0, tiles)
+        grid = np.ix_(*[np.arange(0, n, t) for n, t in zip(shape, tiles)])
+        assert low.shape == high.shape == tuple(len(g.ravel()) for g in grid)
+        for index in np.ndindex(low.shape):
+            box = tuple(slice(i * t, (i + 1) * t) for i, t in zip(index, tiles))
+            assert low[index] == sigma[box].min() and high[index] == sigma[box].max()
+
+
+def test_a_map_constant_along_an_axis_is_told_apart_from_one_that_changes_late():
+    """The first two slices equal but not the third: the map varies along that axis."""
+    image = np.zeros((6, 5), np.float32)
+    late = np.ones((6, 5), np.float32)
+    late[2, 3] = 2.0
+    flat_x = np.repeat(np.linspace(1, 2, 6, dtype=np.float32)[:, None], 5, axis=1)
+    for sigma, shape in ((late, (6, 5)), (flat_x, (6, 1))):
+        spec = BlurSpec.from_args(image, sigma, backend="numba", tolerance=1e-3)
+        assert cost.Survey(spec, map_plan(spec)).compact[0].shape == shape
+    assert plan_levels(BlurSpec.from_args(image, late, backend="numba", tolerance=1e-3))
