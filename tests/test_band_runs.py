@@ -158,3 +158,21 @@ def test_a_map_constant_along_an_axis_is_told_apart_from_one_that_changes_late()
         spec = BlurSpec.from_args(image, sigma, backend="numba", tolerance=1e-3)
         assert cost.Survey(spec, map_plan(spec)).compact[0].shape == shape
     assert plan_levels(BlurSpec.from_args(image, late, backend="numba", tolerance=1e-3))
+
+
+def test_a_broadcast_map_is_surveyed_and_quantised_as_its_copy():
+    """A map broadcast from one row (stride 0) has the same constant axes, distinct
+    values and level plan as the same map written out."""
+    from napari_varblur.core.levels import distinct_values
+
+    row = 1.0 + np.minimum(np.arange(40) * 8 // 40, 7).astype(np.float32)
+    image = np.zeros((30, 40), np.float32)
+    broadcast = np.broadcast_to(row, image.shape)
+    written = np.ascontiguousarray(broadcast)
+    assert broadcast.strides[0] == 0
+    np.testing.assert_array_equal(distinct_values(broadcast), distinct_values(written))
+    np.testing.assert_array_equal(distinct_values(broadcast), np.arange(1.0, 9.0))
+    assert distinct_values(np.broadcast_to(row, (0, 40))).size == 0
+    for sigma in (broadcast, written):
+        spec = BlurSpec.from_args(image, sigma, backend="numba")
+        assert cost.Survey(spec, map_plan(spec)).compact[0].shape == (1, 40)

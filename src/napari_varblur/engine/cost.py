@@ -294,10 +294,12 @@ def _compacts(maps: list[MapAxis]) -> list[np.ndarray]:
 def _constant_along(sigma: np.ndarray, axis: int) -> bool:
     """Whether ``sigma`` is the same at every index along ``axis``.  The second slice
     is compared first: a map that changes there (most do) is told apart without a
-    pass over the whole map."""
+    pass over the whole map.  (Slices are views: ``take`` copied a broadcast map
+    whole, 24 ms for a 2048² map broadcast from one row.)"""
     if sigma.shape[axis] < 2:
         return True
-    first = sigma.take([0], axis=axis)
-    if not (sigma.take([1], axis=axis) == first).all():
+    at = (slice(None),) * axis
+    first = sigma[at + (slice(0, 1),)]
+    if not (sigma[at + (slice(1, 2),)] == first).all():
         return False
     return bool((sigma == first).all())
