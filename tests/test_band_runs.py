@@ -10,6 +10,7 @@ import pytest
 
 from napari_varblur.backends.numba import band_runs, bands
 from napari_varblur.core.level_plan import plan_levels
+from napari_varblur.core.shapes import unbroadcast
 from napari_varblur.core.spec import BlurSpec
 from napari_varblur.core.taps import map_plan
 from napari_varblur.engine import cost
@@ -170,6 +171,8 @@ def test_a_broadcast_map_is_surveyed_and_quantised_as_its_copy():
     broadcast = np.broadcast_to(row, image.shape)
     written = np.ascontiguousarray(broadcast)
     assert broadcast.strides[0] == 0
+    assert unbroadcast(broadcast).shape == (1, 40) and np.shares_memory(unbroadcast(broadcast), row)
+    assert unbroadcast(written).shape == (30, 40)
     np.testing.assert_array_equal(distinct_values(broadcast), distinct_values(written))
     np.testing.assert_array_equal(distinct_values(broadcast), np.arange(1.0, 9.0))
     assert distinct_values(np.broadcast_to(row, (0, 40))).size == 0

@@ -36,6 +36,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from .rules import radius_of
+from .shapes import unbroadcast
 from .taps import NO_LIMIT
 
 #: At most this many distinct sigmas (per axis) make a map *quantised*: exact levels.
@@ -280,8 +281,7 @@ def distinct_values(values: np.ndarray, most: int = MAX_QUANTISED) -> np.ndarray
     (axes of stride 0 kept at length 1: a 2048² map broadcast from one row took ~50
     ms raveled whole).
     """
-    values = np.asarray(values)
-    flat = np.ravel(values[tuple(slice(0, 1) if s == 0 else slice(None) for s in values.strides)])
+    flat = np.ravel(unbroadcast(np.asarray(values)))
     if not flat.size:
         return np.zeros(0)
     picks = np.random.default_rng(0).integers(0, flat.size, min(flat.size, 4096))

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 
 def broadcasts(shape: Sequence[int], target: Sequence[int], *, leading: bool = False) -> bool:
     """Whether an array of ``shape`` broadcasts to ``target``: each length 1 or the
@@ -28,3 +30,10 @@ def placement(shape: Sequence[int], image_shape: Sequence[int], axes: Sequence[i
     if broadcasts(shape, image_shape):
         return "image"
     return "axes" if tuple(shape) == tuple(image_shape[a] for a in axes) else None
+
+
+def unbroadcast(a: np.ndarray) -> np.ndarray:
+    """``a`` without what broadcasting repeats: a view with length 1 on its length-1
+    and zero-stride axes (a map given as ``np.broadcast_to`` of one row is that row)."""
+    return a[tuple(slice(0, 1) if n == 1 or stride == 0 else slice(None)
+                   for n, stride in zip(a.shape, a.strides))]  # fmt: skip

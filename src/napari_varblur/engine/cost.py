@@ -18,6 +18,7 @@ import numpy as np
 from ..core.level_plan import LevelPlan
 from ..core.levels import AxisLevels
 from ..core.rules import radius_of
+from ..core.shapes import unbroadcast
 from ..core.sigma import mean_step
 from ..core.spec import BlurSpec
 from ..core.taps import MapAxis, map_plan
@@ -283,8 +284,8 @@ def _compacts(maps: list[MapAxis]) -> list[np.ndarray]:
     seen: dict = {}
     for m in maps:
         if id(m.sigma) not in seen:
-            sigma = m.sigma
-            seen[id(sigma)] = sigma[tuple(
+            sigma = unbroadcast(m.sigma)  # (repeated axes are constant without a look)
+            seen[id(m.sigma)] = sigma[tuple(
                 slice(0, 1) if _constant_along(sigma, a) else slice(None)
                 for a in range(sigma.ndim)
             )]  # fmt: skip

@@ -19,6 +19,7 @@ from numba import njit, prange
 
 from ...core.masking import numerator
 from ...core.rules import share_floor
+from ...core.shapes import unbroadcast
 from ...core.spec import BlurSpec
 from ...core.taps import (
     MapAxis,
@@ -162,12 +163,7 @@ def _compact_map(sigma, shape, axes, missing: int) -> tuple[np.ndarray, np.ndarr
     no copy of a C-contiguous map or of the broadcast axes.
     """
     full = sigma if sigma.shape == tuple(shape) else np.broadcast_to(sigma, shape)
-    # Keep length 1 where the map does not vary (a length-1 or a zero-stride axis).
-    index = tuple(
-        slice(0, 1) if n == 1 or stride == 0 else slice(None)
-        for n, stride in zip(full.shape, full.strides)
-    )
-    compact = full[index]
+    compact = unbroadcast(full)  # length 1 where the map does not vary
     work = working_layout(compact, axes)
     batch = int(np.prod([shape[a] for a in range(len(shape)) if a not in axes], dtype=np.int64))
     if work.shape[0] not in (1, batch):  # some batch axes vary, others do not
