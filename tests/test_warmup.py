@@ -28,7 +28,7 @@ def fresh(monkeypatch):
     monkeypatch.setattr(compiling, "jobs", {})
     ran, release = [], threading.Event()
 
-    def record():
+    def record(kinds=compiling.KINDS):
         ran.append(threading.current_thread())
         release.wait(10)
 
@@ -51,11 +51,30 @@ def test_without_a_child_it_starts_once_on_a_daemon_thread(fresh):
     assert not compiling.busy()
 
 
+def test_a_kind_started_by_a_first_call_is_not_started_again(fresh, monkeypatch):
+    """A first ``auto`` call started the global kernels' child: the widgets start the
+    map's only, and nothing is warmed twice."""
+    ran, _ = fresh
+    children = []
+    monkeypatch.setattr(compiling, "spawn", lambda kind: children.append(kind) or sleeper())
+    monkeypatch.setattr(warmup, "_spawn", compiling.spawn)
+    try:
+        assert compiling.start("global") and children == ["global"]
+        assert compiling.start("global") and children == ["global"]  # once per process
+        assert warmup.start_warm_up() and children == ["global", "map"]
+        assert warmup.start_warm_up() and children == ["global", "map"] and ran == []
+    finally:
+        for job in compiling.jobs.values():
+            job.kill()
+            job.wait()
+    assert not compiling.start("global")  # it ended: nothing compiles it any more
+
+
 @pytest.mark.parametrize("value", ["1", "yes"])
 def test_the_environment_variable_skips_it(fresh, monkeypatch, value):
     ran, _ = fresh
     monkeypatch.setenv(warmup.ENV, value)
-    assert not warmup.start_warm_up()
+    assert not warmup.start_warm_up() and not compiling.start("global")
     assert compiling.jobs == {} and ran == [] and not compiling.busy()
 
 

@@ -7,7 +7,11 @@ backend is asked for.  Which backend runs a call, and how, is the router's decis
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.metadata
+import importlib.util
+import sys
 
 from .base import Backend
 
@@ -48,16 +52,34 @@ def resolve(name: str) -> str:
     """Turn ``"auto"`` into a concrete backend: JAX when it sees a GPU, else Numba."""
     if name != "auto":
         return name
-    try:
-        if load("jax").has_gpu():
-            return "jax"
-    except BackendUnavailableError:
-        pass
+    if "jax" in sys.modules or _gpu_plugin_installed():
+        try:
+            if load("jax").has_gpu():
+                return "jax"
+        except BackendUnavailableError:
+            pass
     try:
         load("numba")
         return "numba"
     except BackendUnavailableError:
         return "reference"
+
+
+@functools.cache
+def _gpu_plugin_installed() -> bool:
+    """Whether JAX could see a GPU here, asked without importing JAX (about a second on
+    two cores, for every first ``auto`` call): JAX finds GPUs through PJRT plugins
+    (``jax-cuda12-plugin`` and the like), installed in the ``jax_plugins`` namespace or
+    as its entry points; a jaxlib before 0.5 may have CUDA built in, so it is asked."""
+    if importlib.util.find_spec("jax_plugins") is not None:
+        return True
+    if importlib.metadata.entry_points(group="jax_plugins"):
+        return True
+    try:
+        major, minor = importlib.metadata.version("jaxlib").split(".")[:2]
+        return (int(major), int(minor)) < (0, 5)
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return False
 
 
 def available_backends() -> dict[str, str]:

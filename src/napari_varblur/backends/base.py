@@ -77,6 +77,10 @@ class Backend:
         Version and device text, the device's short name, kernels compiled so far in
         this process (a caller compares counts around a call), and whether it runs on
         a GPU.
+    cold
+        ``cold(kind, dtype)``: whether the first blur along a route of ``kind``
+        (``"global"``, ``"gather"``, ``"levels"``) in ``dtype`` would compile its
+        kernels now, neither compiled in this process nor cached on disk.
     """
 
     name: str
@@ -91,3 +95,4 @@ class Backend:
     whole_image_levels: bool = False
     compiles: Callable[[], int] = lambda: 0
     has_gpu: Callable[[], bool] = lambda: False
+    cold: Callable[[str, np.dtype], bool] = lambda kind, dtype: False

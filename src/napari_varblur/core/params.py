@@ -159,7 +159,9 @@ _BLUR = (
     Param(
         "backend",
         '``"auto"`` (JAX when it sees a GPU, else Numba), ``"numba"``, ``"jax"`` or\n'
-        '``"reference"`` (plain float64 NumPy).\n',
+        '``"reference"`` (plain float64 NumPy).  Before Numba\'s kernels are compiled\n'
+        "(a fresh install), a small float32 ``auto`` call runs on ``reference`` while a\n"
+        "child process compiles them.\n",
         "the engine that computes the blur: auto (JAX on a GPU, else Numba), numba, jax "
         "or reference",
         default="auto",

@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import backends
 from ..backends.base import Backend
 from ..core.level_plan import LevelPlan, plan_levels
@@ -36,6 +38,13 @@ from . import compiling, cost
 #: Numba compiles: about two seconds of JAX on 2 CPU cores (its map blur ran 0.8-1.3e10
 #: taps/s on 512²-1024² maps up to sigma 8), after its own compile of 1-2 s.
 INTERIM_TAPS = 2e10
+#: The NumPy reference's speed in window taps per second (:func:`taps`) per route
+#: kind, at least what it ran on 2 cores: 2.7e8-1.2e9 global (256²-2048², 3-D),
+#: 1.2e8-1.5e8 for maps (256²-512², sigma up to 8; it always gathers).
+REFERENCE_RATE = {"global": 2.5e8, "gather": 1.2e8, "levels": 1.2e8}
+#: The most seconds of reference work a cold first ``auto`` call runs instead of
+#: compiling Numba's kernels (7-10 s on 2 cores).
+FIRST_CALL_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,15 @@ def route(
     that mixes each axis on its own (per-axis maps) transposes one combination of
     levels at a time, so there the exact gather and scatter run instead.
     """
+    chosen = _route(spec, native, interim, paired)
+    if not native and not paired and _first_call(spec, chosen):
+        kind = "global" if chosen.kind == "global" else "gather"
+        return Route(backends.load("reference"), kind, interim=True)
+    return chosen
+
+
+def _route(spec: BlurSpec, native: bool, interim: bool, paired: bool) -> Route:
+    """:func:`route` on the backend the spec names (or ``auto`` chose)."""
     name, switched = _backend(spec, native, interim)
     backend = backends.load(name)
     if spec.sigma is not None:
@@ -100,6 +118,22 @@ def _backend(spec: BlurSpec, native: bool, interim: bool) -> tuple[str, bool]:
     except backends.BackendUnavailableError:
         return name, False
     return "jax", True
+
+
+def _first_call(spec: BlurSpec, chosen: Route) -> bool:
+    """Whether an ``auto`` call runs on the NumPy reference (exact, float64 inside)
+    because Numba would compile its kernels first: float32 and unmasked (the warm-ups'
+    kinds), at most :data:`FIRST_CALL_S` of reference work, and its kind's warm-up
+    child compiling them meanwhile (started here; :func:`.compiling.start`)."""
+    if spec.backend != "auto" or chosen.name != "numba" or spec.lazy or spec.masked:
+        return False
+    if spec.model != "gather" or spec.precision != np.float32:
+        return False
+    if taps(spec) > REFERENCE_RATE[chosen.kind] * FIRST_CALL_S:
+        return False
+    if not chosen.backend.cold(chosen.kind, np.dtype(spec.precision)):
+        return False
+    return compiling.start(warm_kind(spec))
 
 
 def warm_kind(spec: BlurSpec) -> str:

@@ -8,21 +8,21 @@ map, and so store those kernels in Numba's disk cache, at the same time on two c
 without taking napari's GIL.  A Numba blur of either kind that comes meanwhile waits
 for its child (:func:`wait_for`) and then loads the kernels (0.2 s) instead of
 compiling them a second time; the widget can run a small first click on JAX instead
-(:func:`interim_backend`), which compiles in a second or two.  Where no child process
-can start, a daemon thread of this process compiles both.
+(:func:`.planner.route` with ``interim``), which compiles in a second or two.  Where
+no child process can start, a daemon thread of this process compiles both.
 
 The planner (:mod:`.planner`) reads the state: a click while its kind still compiles
-may run on JAX, and a Numba blur waits for its kind (:mod:`.router`).  JAX is not
-warmed: it compiles per image shape, which a tiny image cannot foresee.  No Qt here:
-the GUI starts it.  ``python -m napari_varblur.engine.warmup [global] [map]`` runs the
-named warm-ups.
+may run on JAX, and a Numba blur waits for its kind (:mod:`.router`).  Outside napari,
+a small first ``auto`` call whose kernels are in no cache starts its kind's child
+itself (:func:`.compiling.start`) and runs on the NumPy reference meanwhile.  JAX is
+not warmed: it compiles per image shape, which a tiny image cannot foresee.  No Qt
+here: the GUI starts it.  ``python -m napari_varblur.engine.warmup [global] [map]``
+runs the named warm-ups.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
 import sys
 import threading
 
@@ -31,11 +31,10 @@ import numpy as np
 from .. import backends
 from ..core.spec import BlurSpec
 from . import compiling
-from .compiling import KINDS
+from .compiling import ENV, KINDS
 from .router import blur
 
-#: Set to 1 (or any non-empty value but 0) to skip the warm-up (the test suite does).
-ENV = "NAPARI_VARBLUR_NO_WARMUP"
+__all__ = ["ENV", "start_warm_up", "warm_up"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -50,8 +49,9 @@ def warm_up(kinds: tuple[str, ...] = KINDS) -> None:
 
 
 def start_warm_up() -> bool:
-    """Start the warm-up once per process: each kind in a child process, or all on a
-    daemon thread if no child can start.
+    """Start the widgets' warm-ups once per process: each kind in a child process, or
+    all on a daemon thread if no child can start.  A kind that a first ``auto`` call
+    already started (:func:`.compiling.start`) is not started again.
 
     Returns
     -------
@@ -59,50 +59,37 @@ def start_warm_up() -> bool:
         Whether a warm-up was started (now or before); False when it is skipped:
         ``NAPARI_VARBLUR_NO_WARMUP`` is set, or Numba is not installed.
     """
-    if os.environ.get(ENV, "") not in ("", "0"):
+    if not compiling.allowed():
         return False
     with compiling.STARTING:
-        if not compiling.jobs:
+        missing = [kind for kind in KINDS if kind not in compiling.jobs]
+        if missing:
             try:
                 backends.load("numba")
             except backends.BackendUnavailableError:
                 return False
-            children = {kind: _spawn(kind) for kind in KINDS}
+            children = {kind: _spawn(kind) for kind in missing}
             if all(child is not None for child in children.values()):
                 compiling.jobs.update(children)
             else:
                 for child in children.values():
                     if child is not None:
                         child.kill()
-                thread = threading.Thread(target=_quietly, name="napari-varblur-warm-up",
-                                          daemon=True)  # fmt: skip
+                thread = threading.Thread(target=_quietly, args=(tuple(missing),),
+                                          name="napari-varblur-warm-up", daemon=True)  # fmt: skip
                 thread.start()
-                compiling.jobs.update(dict.fromkeys(KINDS, thread))
+                compiling.jobs.update(dict.fromkeys(missing, thread))
         return True
 
 
-def _spawn(kind: str) -> subprocess.Popen | None:
-    """``python -m napari_varblur.engine.warmup kind``, silent, in this environment (the same
-    Numba cache); None if it cannot start, or in a frozen app (``sys.executable`` is
-    the app itself there, not a Python)."""
-    if getattr(sys, "frozen", False) or not sys.executable:
-        return None
-    try:
-        return subprocess.Popen(
-            [sys.executable, "-m", "napari_varblur.engine.warmup", kind],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    except (OSError, ValueError):
-        _LOG.debug("napari-varblur warm-up: no child process", exc_info=True)
-        return None
+#: One kind's child process (a name of this module, so that a test can replace it).
+_spawn = compiling.spawn
 
 
-def _quietly() -> None:
+def _quietly(kinds: tuple[str, ...] = KINDS) -> None:
     """The warm-up, whose failure must not reach the user: the real call reports it."""
     try:
-        warm_up()
+        warm_up(kinds)
     except Exception:
         _LOG.debug("napari-varblur warm-up failed", exc_info=True)
 

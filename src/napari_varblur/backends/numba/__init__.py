@@ -42,6 +42,33 @@ def compiles() -> int:
     return sum(sum(k.stats.cache_misses.values()) for k in kernels)
 
 
+#: The kernel whose compile marks a route kind's first call (its helpers compile with it).
+_FIRST_KERNELS = {
+    "global": passes._fused_kernel,
+    "gather": gathers._varying3d,
+    "levels": bands._run,
+}
+
+
+def cold(kind: str, dtype: np.dtype) -> bool:
+    """Whether the first blur along a route of ``kind`` in ``dtype`` would compile: its
+    main kernel is neither compiled in this process nor in Numba's disk cache for this
+    machine.  The cache's index is read through Numba's internals; where they moved,
+    the answer is False (the call compiles, as it always did)."""
+    kernel = _FIRST_KERNELS.get(kind)
+    if kernel is None:
+        return False
+    want = numba.from_dtype(np.dtype(dtype))
+    if any(sig[0].dtype == want for sig in kernel.signatures):
+        return False
+    try:
+        index = kernel._cache._cache_file._load_index()
+        magic = kernel.targetctx.codegen().magic_tuple()
+        return not any(key[0][0].dtype == want and key[1] == magic for key in index)
+    except Exception:  # any change in Numba's private cache API
+        return False
+
+
 def global_blur(spec: BlurSpec, plan: list[AxisPass] | None = None) -> np.ndarray:
     """Separable passes (``plan``, else the spec's); the last two axes in one fused
     sweep when they both blur."""
@@ -104,4 +131,5 @@ BACKEND = Backend(
     describe=describe,
     device_name=device_name,
     compiles=compiles,
+    cold=cold,
 )
