@@ -197,12 +197,13 @@ def extend_along(x: np.ndarray, axis: int, source: np.ndarray, fill: float) -> n
 
 def fold_along(ext: np.ndarray, axis: int, source: np.ndarray, n: int) -> np.ndarray:
     """The transpose of :func:`extend_along`: position ``j`` of ``ext`` along ``axis``
-    adds into position ``source[j]`` of a new array of length ``n`` there (float64);
-    positions that read no pixel (-1: a fill tap) are dropped.  The run where
-    ``source`` is a plain shift is one slice; the folded ends go one slab at a time."""
+    adds into position ``source[j]`` of a new array of length ``n`` there (float64, or
+    float32 for a float32 ``ext``); positions that read no pixel (-1: a fill tap) are
+    dropped.  The run where ``source`` is a plain shift is one slice; the folded ends go
+    one slab at a time."""
     source = np.asarray(source)
     shape = ext.shape[:axis] + (n,) + ext.shape[axis + 1 :]
-    out = np.zeros(shape, np.float64)
+    out = np.zeros(shape, np.float32 if ext.dtype == np.float32 else np.float64)
     at = lambda index: (slice(None),) * axis + (index,)  # noqa: E731
     kept = np.flatnonzero(source >= 0)
     if not kept.size:
