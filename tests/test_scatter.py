@@ -199,3 +199,23 @@ def test_dask_scatter_equals_numpy():
 def test_bad_model_is_refused_by_name():
     with pytest.raises(ValueError, match="model"):
         gaussian_blur(np.zeros((4, 4)), 1.0, model="push")
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+@pytest.mark.parametrize(("n", "pad"), [(7, 3), (5, 12), (1, 4)])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_folding_in_place_is_folding(mode, n, pad, axis):
+    """The Numba scatter folds its extension into the middle in place: the same sums
+    as ``fold_along`` (a new array), for every mode's source, pads beyond the axis
+    (wrap and reflect fold more than once) and a 1-pixel axis."""
+    from napari_varblur.core.modes import canonical_mode
+    from napari_varblur.core.taps import fold_along, fold_into_middle
+
+    source = canonical_mode(mode).extend(np.arange(-pad, n + pad), n)
+    shape = [3, 3]
+    shape[axis] = n + 2 * pad
+    ext = np.random.default_rng(n + pad).random(shape)
+    expected = fold_along(ext, axis, source, n)
+    out = fold_into_middle(ext.copy(), axis, source, n, pad)
+    np.testing.assert_allclose(out, expected, rtol=1e-15, atol=0)
+    assert out.shape == expected.shape

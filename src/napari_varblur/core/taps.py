@@ -195,6 +195,22 @@ def extend_along(x: np.ndarray, axis: int, source: np.ndarray, fill: float) -> n
     return ext
 
 
+def fold_into_middle(ext: np.ndarray, axis: int, source: np.ndarray, n: int, left: int):
+    """:func:`fold_along` in place, where ``ext``'s middle ``left : left + n`` along
+    ``axis`` is the line itself (``source`` there is ``0 .. n-1``): each position
+    outside it adds into the middle position it read, and the middle is returned (a
+    view of ``ext``, which is changed).  No new image-sized array: only the ends move.
+    Any other ``source`` goes by :func:`fold_along` (a new array)."""
+    source = np.asarray(source)
+    if not np.array_equal(source[left : left + n], np.arange(n)):
+        return fold_along(ext, axis, source, n)
+    at = lambda index: (slice(None),) * axis + (index,)  # noqa: E731
+    for j in (*range(left), *range(left + n, len(source))):
+        if source[j] >= 0:
+            ext[at(left + int(source[j]))] += ext[at(j)]
+    return ext[at(slice(left, left + n))]
+
+
 def fold_along(ext: np.ndarray, axis: int, source: np.ndarray, n: int) -> np.ndarray:
     """The transpose of :func:`extend_along`: position ``j`` of ``ext`` along ``axis``
     adds into position ``source[j]`` of a new array of length ``n`` there (float64, or

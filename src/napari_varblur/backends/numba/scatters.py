@@ -4,7 +4,8 @@ The gather sums, for each output pixel, its window of the image extended by the 
 with the pixel's own weights over its own normaliser.  Its transpose runs the same tiles
 the other way: a tile's pixels (lanes) spread ``y / den`` with their own weight tables
 (the gather's, from the same recurrence: :func:`~.weights._gauss_table`) into the
-extended image, vectorised across lanes exactly as the gather reads; the extension is
+extended image, in the precision (as the gather sums), vectorised across lanes exactly
+as the gather reads (:func:`_add_product`: one row of lanes per tap); the extension is
 then folded back (a tap that read a reflected pixel adds to it; crop's and constant
 mode's fill taps are dropped: the transpose of the gather's linear part).  A lane
 holding NaN or inf spreads over its own window only.
@@ -20,7 +21,7 @@ import numpy as np
 from numba import njit, prange
 
 from ...core.spec import BlurSpec
-from ...core.taps import fold_along, from_working_layout, map_plan, working_layout
+from ...core.taps import fold_into_middle, from_working_layout, map_plan, working_layout
 from .common import FAST, kernel_array, parallel_section
 from .gathers import TILE, _scratch3d, _tile_axis, map_arguments
 from .weights import _gauss_table
@@ -48,8 +49,9 @@ def scatter(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndar
                        spec.truncate, axis, jobs)  # fmt: skip
     out = ext.reshape((work.shape[0],) + ext.shape[1 + missing :])
     for i, m in reversed(list(enumerate(plan))):
-        out = fold_along(out, 1 + i, m.source(), m.n)
-    return from_working_layout(out, spec.shape, spec.axes).astype(spec.precision)
+        out = fold_into_middle(out, 1 + i, m.source(), m.n, m.pad)
+    # One copy: the folded middle of ``ext``, in the image's layout and precision.
+    return np.ascontiguousarray(from_working_layout(out, spec.shape, spec.axes), spec.precision)
 
 
 def _phases(nb: int, n: int, pad: int) -> list[np.ndarray]:
