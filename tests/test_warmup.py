@@ -240,3 +240,44 @@ def test_a_frozen_app_warms_up_on_a_thread(monkeypatch):
     napari); the thread compiles instead."""
     monkeypatch.setattr(sys, "frozen", True, raising=False)
     assert warmup._spawn("map") is None
+
+
+def test_without_jax_a_first_click_runs_on_the_reference(make_napari_viewer, qtbot, monkeypatch):
+    """Where JAX is missing, a small click while Numba's kernels are in no cache runs on
+    the NumPy reference (the planner's first-call rule), and the status says so."""
+    pytest.importorskip("napari")
+    import dataclasses
+
+    from conftest import dock
+    from napari_varblur import backends
+    from napari_varblur.backends import numba as numba_backend
+
+    if backends.resolve("auto") != "numba":
+        pytest.skip("auto runs JAX here (a GPU)")
+    load = backends.load
+
+    def no_jax(name):
+        if name == "jax":
+            raise backends.BackendUnavailableError("jax: not installed (this test)")
+        return load(name)
+
+    monkeypatch.setattr(backends, "load", no_jax)
+    monkeypatch.delenv(warmup.ENV, raising=False)
+    record = dataclasses.replace(numba_backend.BACKEND, cold=lambda kind, dtype: True)
+    monkeypatch.setattr(numba_backend, "BACKEND", record)
+    child = sleeper()
+    monkeypatch.setattr(compiling, "jobs", {"global": child, "map": child})
+    try:
+        viewer = make_napari_viewer()
+        widget = dock(viewer, "Gaussian blur")
+        layer = viewer.add_image(np.random.default_rng(0).random((40, 50), np.float32))
+        widget.image.value = layer
+        widget.run_button.native.click()
+        assert widget.status.value.startswith("running on NumPy (reference) while Numba")
+        qtbot.waitUntil(lambda: widget._worker is None, timeout=60_000)
+        assert " on reference " in widget.status.value
+        expected = gaussian_blur(layer.data, 2.0, backend="reference")
+        np.testing.assert_array_equal(viewer.layers[-1].data, expected)
+    finally:
+        child.kill()
+        child.wait()

@@ -206,7 +206,7 @@ class BlurWidget(_BlurForm):
         try:
             request = self.request(self.backend.value)
             interim = self._interim(request)
-            if interim is not None:  # Numba still compiles: this click runs on JAX
+            if interim is not None:  # Numba still compiles: this click runs elsewhere
                 request = self.request(interim)
         except (ValueError, TypeError) as err:
             self.fail(str(err))
@@ -214,7 +214,8 @@ class BlurWidget(_BlurForm):
         self._interim_used = interim is not None
         starting = "running..."
         if self._interim_used:
-            starting = "running on JAX while Numba compiles (first run only)..."
+            where = {"jax": "JAX", "reference": "NumPy (reference)"}.get(interim, interim)
+            starting = f"running on {where} while Numba compiles (first run only)..."
         elif request.options.backend in ("auto", "numba") and compiling.busy():
             starting = "running (kernels still compiling in the background, first run only)..."
         self._start(request.run, len(request.batch_chunks), self._done, starting=starting)
@@ -222,7 +223,8 @@ class BlurWidget(_BlurForm):
     @staticmethod
     def _interim(request: LayerBlur) -> str | None:
         """The backend the planner runs a click on instead of ``auto``'s Numba while
-        the warm-up still compiles its kernels (JAX, when it is quick), else None."""
+        the warm-up still compiles its kernels (JAX when it is quick, else the NumPy
+        reference for a small one), else None."""
         if request.spec is None:
             return None
         chosen = planner.route(request.spec, interim=True)
