@@ -219,3 +219,29 @@ def test_folding_in_place_is_folding(mode, n, pad, axis):
     out = fold_into_middle(ext.copy(), axis, source, n, pad)
     np.testing.assert_allclose(out, expected, rtol=1e-15, atol=0)
     assert out.shape == expected.shape
+
+
+def test_a_level_transpose_reuses_its_mixes_only_for_the_same_map():
+    """A deblur transposes one spec's map every iteration: the pixels' level mixes and
+    the level tables are kept for it, and never serve another map (nor another spec
+    built from the same array) with the same levels."""
+    from napari_varblur.engine import transpose
+
+    rng = np.random.default_rng(4)
+    y = rng.random((48, 64)).astype(np.float32)
+    ramp = np.broadcast_to(np.linspace(1.0, 4.0, 64), y.shape).copy()
+    spec = BlurSpec.from_args(y, ramp, tolerance=1e-3, model="scatter", backend="numba")
+    levels = plan_levels(spec)
+    dtype = np.dtype(np.float32)
+    first = transpose._prepared(spec, levels, dtype)
+    assert transpose._prepared(spec, levels, dtype) is first  # the same spec: kept
+    for other in (ramp[:, ::-1].copy(), ramp):  # another map; the same array, a new spec
+        spec2 = BlurSpec.from_args(y, other, tolerance=1e-3, model="scatter", backend="numba")
+        kept = transpose.level_scatter(spec2, levels, backends.load("numba"))
+        assert transpose._prepared(spec2, levels, dtype) is not first
+        transpose._LAST[:] = [None, None]
+        fresh = transpose.level_scatter(spec2, levels, backends.load("numba"))
+        np.testing.assert_array_equal(kept, fresh)
+    spec64 = replace(spec, precision=np.dtype(np.float64))  # the same map, float64
+    kept = transpose._prepared(spec, levels, dtype)
+    assert transpose._prepared(spec64, levels, np.dtype(np.float64)) is not kept

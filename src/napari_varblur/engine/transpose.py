@@ -20,6 +20,7 @@ term), built from three kinds of pieces; the scatter runs their transposes in re
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 import numpy as np
@@ -80,10 +81,7 @@ def level_scatter(spec: BlurSpec, levels: LevelPlan, backend: Backend) -> np.nda
     the box of pixels that mix it (and, after the passes, what that box reaches)."""
     dtype = np.dtype(spec.precision)
     y = spec.image.astype(dtype, copy=False)
-    sigma = [np.broadcast_to(m.sigma, spec.shape) for m in map_plan(spec)]
-    mixes = [lv.locate(s) for lv, s in zip(levels.levels, sigma)]
-    tables = [level_table(spec, i, lv, np.arange(len(lv)), dtype)
-              for i, lv in enumerate(levels.levels)]  # fmt: skip
+    mixes, tables = _prepared(spec, levels, dtype)
     out = np.zeros(spec.shape, np.float64)
     # A backend that compiles per shape gets whole images (as the walk gives it).
     whole = backend.whole_image_levels
@@ -98,6 +96,33 @@ def level_scatter(spec: BlurSpec, levels: LevelPlan, backend: Backend) -> np.nda
     spans = [_spans(k, t is not None, len(lv), whole) for (k, t), lv in zip(mixes, levels.levels)]
     _per_axis(out, y, 0, [], mixes, spans, tables, backend)
     return out.astype(dtype)
+
+
+#: The last level transpose's key (levels, map tuple, shape, precision) and its pixels'
+#: mixes and level tables: a deblur transposes the same map with the same levels every
+#: iteration, and locating each pixel's levels was half of each transpose.  The key's
+#: objects are held (no id reuse) and compared by identity: a new call builds a new
+#: spec, so only a caller that reuses one spec (the deblur) hits.
+_LAST: list = [None, None]
+_LAST_LOCK = threading.Lock()
+
+
+def _prepared(spec: BlurSpec, levels: LevelPlan, dtype: np.dtype):
+    """Each axis's per-pixel mix ``(k, t)`` and level table, from the last call when it
+    had the same levels and map objects."""
+    key = (levels, spec.sigma_map, spec.shape, dtype)
+    with _LAST_LOCK:
+        last, value = _LAST
+        if last is not None and last[0] is key[0] and last[1] is key[1] and last[2:] == key[2:]:
+            return value
+    sigma = [np.broadcast_to(m.sigma, spec.shape) for m in map_plan(spec)]
+    mixes = [lv.locate(s) for lv, s in zip(levels.levels, sigma)]
+    tables = [level_table(spec, i, lv, np.arange(len(lv)), dtype)
+              for i, lv in enumerate(levels.levels)]  # fmt: skip
+    value = (mixes, tables)
+    with _LAST_LOCK:
+        _LAST[:] = [key, value]
+    return value
 
 
 def _per_axis(out, y, depth, chosen, mixes, spans, tables, backend) -> None:
