@@ -4,6 +4,7 @@ and by its own properties (flux, non-finite reach, JAX's linear_transpose, dask)
 
 from __future__ import annotations
 
+import gc
 from dataclasses import replace
 
 import numpy as np
@@ -239,9 +240,27 @@ def test_a_level_transpose_reuses_its_mixes_only_for_the_same_map():
         spec2 = BlurSpec.from_args(y, other, tolerance=1e-3, model="scatter", backend="numba")
         kept = transpose.level_scatter(spec2, levels, backends.load("numba"))
         assert transpose._prepared(spec2, levels, dtype) is not first
-        transpose._LAST[:] = [None, None]
+        transpose._LAST[:] = [None, None, None]
         fresh = transpose.level_scatter(spec2, levels, backends.load("numba"))
         np.testing.assert_array_equal(kept, fresh)
     spec64 = replace(spec, precision=np.dtype(np.float64))  # the same map, float64
     kept = transpose._prepared(spec, levels, dtype)
     assert transpose._prepared(spec64, levels, np.dtype(np.float64)) is not kept
+    # The levels' weights are kept too (and reused: the same result), within the budget.
+    first = transpose.level_scatter(spec, levels, backends.load("numba"))
+    weights = transpose._prepared(spec, levels, dtype)[2]
+    assert weights and sum(w.size for _, w in weights.values()) <= 2 * y.size
+    again = transpose.level_scatter(spec, levels, backends.load("numba"))
+    np.testing.assert_array_equal(again, first)
+    # A radial map's level boxes overlap (21 images' worth here): 2 images are kept.
+    radial = 1 + 3 * np.hypot(*np.mgrid[-1:1:48j, -1:1:64j]) / np.sqrt(2)
+    spec_r = BlurSpec.from_args(y, radial, tolerance=1e-3, model="scatter", backend="numba")
+    levels_r = plan_levels(spec_r)
+    ring = transpose.level_scatter(spec_r, levels_r, backends.load("numba"))
+    kept_r = transpose._prepared(spec_r, levels_r, dtype)[2]
+    assert y.size <= sum(w.size for _, w in kept_r.values()) <= 2 * y.size
+    again = transpose.level_scatter(spec_r, levels_r, backends.load("numba"))
+    np.testing.assert_array_equal(again, ring)
+    del levels, weights, kept, first, levels_r, kept_r  # a deblur returns: nothing kept
+    gc.collect()
+    assert transpose._LAST == [None, None, None]

@@ -21,6 +21,7 @@ term), built from three kinds of pieces; the scatter runs their transposes in re
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import replace
 
 import numpy as np
@@ -81,7 +82,7 @@ def level_scatter(spec: BlurSpec, levels: LevelPlan, backend: Backend) -> np.nda
     the box of pixels that mix it (and, after the passes, what that box reaches)."""
     dtype = np.dtype(spec.precision)
     y = spec.image.astype(dtype, copy=False)
-    mixes, tables = _prepared(spec, levels, dtype)
+    mixes, tables, kept = _prepared(spec, levels, dtype)
     out = np.zeros(spec.shape, np.float64)
     # A backend that compiles per shape gets whole images (as the walk gives it).
     whole = backend.whole_image_levels
@@ -90,39 +91,52 @@ def level_scatter(spec: BlurSpec, levels: LevelPlan, backend: Backend) -> np.nda
         spans = _spans(k, t is not None, len(levels.levels[0]), whole)
         for level in range(len(levels.levels[0])):
             box = tuple(spans[level])
-            _add_level(out, y, box, [(k, t, level)], [(table, level) for table in tables],
-                       backend)  # fmt: skip
+            key = (level, *((s.start, s.stop) for s in box))  # (slices hash from 3.12 on)
+            weight = kept.get(key) or _weight(box, k, t, level, dtype)
+            if key not in kept and _room(kept, weight, spec.image.size):
+                kept[key] = weight
+            _add_level(out, y, box, weight, [(table, level) for table in tables], backend)
         return out.astype(dtype)
     spans = [_spans(k, t is not None, len(lv), whole) for (k, t), lv in zip(mixes, levels.levels)]
     _per_axis(out, y, 0, [], mixes, spans, tables, backend)
     return out.astype(dtype)
 
 
-#: The last level transpose's key (levels, map tuple, shape, precision) and its pixels'
-#: mixes and level tables: a deblur transposes the same map with the same levels every
-#: iteration, and locating each pixel's levels was half of each transpose.  The key's
-#: objects are held (no id reuse) and compared by identity: a new call builds a new
-#: spec, so only a caller that reuses one spec (the deblur) hits.
-_LAST: list = [None, None]
-_LAST_LOCK = threading.Lock()
+#: The last level transpose's levels (held weakly), key (map tuple, shape, precision)
+#: and its pixels' mixes, level tables and (filled as the levels come) each level's
+#: pixel weights: a deblur transposes the same map with the same levels every
+#: iteration, and locating each pixel's levels was half of each transpose.  Compared
+#: by identity: a new call builds a new spec, so only a caller that reuses one spec
+#: and route (the deblur) hits.
+_LAST: list = [None, None, None]
+_LAST_LOCK = threading.RLock()  # (re-entered where a collection runs _forget)
 
 
 def _prepared(spec: BlurSpec, levels: LevelPlan, dtype: np.dtype):
-    """Each axis's per-pixel mix ``(k, t)`` and level table, from the last call when it
-    had the same levels and map objects."""
-    key = (levels, spec.sigma_map, spec.shape, dtype)
+    """Each axis's per-pixel mix ``(k, t)``, its level table and a store for the levels'
+    pixel weights, from the last call when it had the same levels and map objects.
+    The levels are held weakly: when the caller drops them (a deblur returns), all this
+    is dropped too."""
+    key = (spec.sigma_map, spec.shape, dtype)
     with _LAST_LOCK:
-        last, value = _LAST
-        if last is not None and last[0] is key[0] and last[1] is key[1] and last[2:] == key[2:]:
+        owner, last, value = _LAST
+        if owner is not None and owner() is levels and last[0] is key[0] and last[1:] == key[1:]:
             return value
     sigma = [np.broadcast_to(m.sigma, spec.shape) for m in map_plan(spec)]
     mixes = [lv.locate(s) for lv, s in zip(levels.levels, sigma)]
     tables = [level_table(spec, i, lv, np.arange(len(lv)), dtype)
               for i, lv in enumerate(levels.levels)]  # fmt: skip
-    value = (mixes, tables)
+    value = (mixes, tables, {})
     with _LAST_LOCK:
-        _LAST[:] = [key, value]
+        _LAST[:] = [weakref.ref(levels, _forget), key, value]
     return value
+
+
+def _forget(owner: weakref.ref) -> None:
+    """Drop what :func:`_prepared` keeps once its levels are gone."""
+    with _LAST_LOCK:
+        if _LAST[0] is owner:
+            _LAST[:] = [None, None, None]
 
 
 def _per_axis(out, y, depth, chosen, mixes, spans, tables, backend) -> None:
@@ -133,8 +147,8 @@ def _per_axis(out, y, depth, chosen, mixes, spans, tables, backend) -> None:
         own = [spans[d][level] for d, (_, level) in enumerate(chosen)]
         box = tuple(slice(max(s.start for s in b), min(s.stop for s in b)) for b in zip(*own))
         if all(s.start < s.stop for s in box):
-            weights = [(*mixes[d], level) for d, (_, level) in enumerate(chosen)]
-            _add_level(out, y, box, weights, chosen, backend)
+            w = _box_weight(box, [(*mixes[d], level) for d, (_, level) in enumerate(chosen)])
+            _add_level(out, y, box, (w != 0, w), chosen, backend)
         return
     for level in range(len(tables[depth].used)):
         _per_axis(out, y, depth + 1, [*chosen, (tables[depth], level)], mixes, spans, tables,
@@ -160,17 +174,41 @@ def _spans(k: np.ndarray, mixed: bool, count: int, whole: bool) -> list[list[sli
     return spans
 
 
-def _add_level(out, y, box, weights, passes: list[tuple[LevelTable, int]], backend) -> None:
-    """``out += P_1^T .. P_k^T (w * y)`` for the pixels of ``box`` (``w`` the product of
-    ``level_weight(k, t, level)`` over ``weights``)."""
-    if not all(s.start < s.stop for s in box):
-        return
+#: The most pixel weights a level transpose keeps for the next call, in images: where
+#: the levels' boxes overlap more (a radial map's rings), the rest is computed anew.
+KEPT_WEIGHTS = 2
+
+
+def _weight(box, k, t, level: int, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """``(w != 0, w)`` of one level over ``box`` (``w`` in the precision)."""
+    w = _box_weight(box, [(k, t, level)])
+    return w != 0, np.asarray(w, dtype)
+
+
+def _room(kept: dict, weight, size: int) -> bool:
+    """Whether ``weight`` fits in what a level transpose keeps (:data:`KEPT_WEIGHTS`)."""
+    used = sum(w.size for _, w in kept.values())
+    return used + weight[1].size <= KEPT_WEIGHTS * size
+
+
+def _box_weight(box, weights) -> np.ndarray:
+    """The pixels of ``box``'s weight of a level combination: the product of
+    ``level_weight(k, t, level)`` over ``weights``."""
     w = np.ones(())
     for k, t, level in weights:
         w = w * level_weight(k[box], None if t is None else t[box], level)
+    return w
+
+
+def _add_level(out, y, box, weight, passes: list[tuple[LevelTable, int]], backend) -> None:
+    """``out += P_1^T .. P_k^T (w * y)`` for the pixels of ``box``; ``weight`` is
+    ``(w != 0, w)`` over the box (:func:`_box_weight`)."""
+    if not all(s.start < s.stop for s in box):
+        return
+    nonzero, w = weight
     with np.errstate(invalid="ignore"):
         # `where`, not a product: a NaN the pixel does not mix must not spread.
-        z = np.where(w != 0, w * y[box], 0.0).astype(y.dtype)
+        z = np.where(nonzero, w * y[box], 0.0).astype(y.dtype)
     box = list(box)
     for table, j in passes:
         if table.passes[j] is not None:  # else the axis is untouched at this level
