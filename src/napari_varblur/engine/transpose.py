@@ -123,7 +123,9 @@ def _prepared(spec: BlurSpec, levels: LevelPlan, dtype: np.dtype):
         if owner is not None and owner() is levels and last[0] is key[0] and last[1:] == key[1:]:
             return value
     sigma = [np.broadcast_to(m.sigma, spec.shape) for m in map_plan(spec)]
-    mixes = [lv.locate(s) for lv, s in zip(levels.levels, sigma)]
+    # Diagonal levels mix every axis alike: the first axis's mix serves them all.
+    axes = 1 if levels.diagonal else len(levels.levels)
+    mixes = [lv.locate(s, dtype) for lv, s in list(zip(levels.levels, sigma))[:axes]]
     tables = [level_table(spec, i, lv, np.arange(len(lv)), dtype)
               for i, lv in enumerate(levels.levels)]  # fmt: skip
     value = (mixes, tables, {})
