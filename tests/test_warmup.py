@@ -200,12 +200,24 @@ def sleeper() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
 
 
+def first_click(make_napari_viewer):
+    """A viewer with the blur widget docked and a 40x50 image: its first click, started.
+    Returns the viewer, the widget and the image layer."""
+    from conftest import dock
+
+    viewer = make_napari_viewer()
+    widget = dock(viewer, "Gaussian blur")
+    layer = viewer.add_image(np.random.default_rng(0).random((40, 50), np.float32))
+    widget.image.value = layer
+    widget.run_button.native.click()
+    return viewer, widget, layer
+
+
 def test_a_first_click_while_numba_compiles_runs_on_jax(make_napari_viewer, qtbot, monkeypatch):
     """``auto`` runs a small click on JAX while the warm-up of its kind compiles, and
     says so; a big one (more window taps than the limit) waits for Numba's kernels."""
     pytest.importorskip("napari")
     pytest.importorskip("jax")
-    from conftest import dock
     from napari_varblur import backends
 
     if backends.resolve("auto") != "numba":
@@ -213,11 +225,7 @@ def test_a_first_click_while_numba_compiles_runs_on_jax(make_napari_viewer, qtbo
     child = sleeper()
     monkeypatch.setattr(compiling, "jobs", {"global": child})
     try:
-        viewer = make_napari_viewer()
-        widget = dock(viewer, "Gaussian blur")
-        layer = viewer.add_image(np.random.default_rng(0).random((40, 50), np.float32))
-        widget.image.value = layer
-        widget.run_button.native.click()
+        viewer, widget, layer = first_click(make_napari_viewer)
         assert widget.status.value.startswith("running on JAX while Numba compiles")
         qtbot.waitUntil(lambda: widget._worker is None, timeout=60_000)
         assert " on jax " in widget.status.value and "still compiling" in widget.status.value
@@ -248,7 +256,6 @@ def test_without_jax_a_first_click_runs_on_the_reference(make_napari_viewer, qtb
     pytest.importorskip("napari")
     import dataclasses
 
-    from conftest import dock
     from napari_varblur import backends
     from napari_varblur.backends import numba as numba_backend
 
@@ -268,11 +275,7 @@ def test_without_jax_a_first_click_runs_on_the_reference(make_napari_viewer, qtb
     child = sleeper()
     monkeypatch.setattr(compiling, "jobs", {"global": child, "map": child})
     try:
-        viewer = make_napari_viewer()
-        widget = dock(viewer, "Gaussian blur")
-        layer = viewer.add_image(np.random.default_rng(0).random((40, 50), np.float32))
-        widget.image.value = layer
-        widget.run_button.native.click()
+        viewer, widget, layer = first_click(make_napari_viewer)
         assert widget.status.value.startswith("running on NumPy (reference) while Numba")
         qtbot.waitUntil(lambda: widget._worker is None, timeout=60_000)
         assert " on reference " in widget.status.value
