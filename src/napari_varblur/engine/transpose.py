@@ -189,7 +189,7 @@ def _weight(box, k, t, level: int, dtype) -> tuple[np.ndarray, np.ndarray]:
 
 def _room(kept: dict, weight, size: int) -> bool:
     """Whether ``weight`` fits in what a level transpose keeps (:data:`KEPT_WEIGHTS`)."""
-    used = sum(w.size for _, w in kept.values())
+    used = sum(w.size for _, w in list(kept.values()))  # (a copy: threads may add)
     return used + weight[1].size <= KEPT_WEIGHTS * size
 
 
