@@ -33,7 +33,7 @@ def fresh(monkeypatch):
         release.wait(10)
 
     monkeypatch.setattr(warmup, "warm_up", record)
-    monkeypatch.setattr(warmup, "_spawn", lambda kind: None)
+    monkeypatch.setattr(compiling, "spawn", lambda kind: None)
     yield ran, release
     release.set()
 
@@ -57,7 +57,6 @@ def test_a_kind_started_by_a_first_call_is_not_started_again(fresh, monkeypatch)
     ran, _ = fresh
     children = []
     monkeypatch.setattr(compiling, "spawn", lambda kind: children.append(kind) or sleeper())
-    monkeypatch.setattr(warmup, "_spawn", compiling.spawn)
     try:
         assert compiling.start("global") and children == ["global"]
         assert compiling.start("global") and children == ["global"]  # once per process
@@ -247,7 +246,7 @@ def test_a_frozen_app_warms_up_on_a_thread(monkeypatch):
     """In a frozen app ``sys.executable`` is the app: no child (it would start another
     napari); the thread compiles instead."""
     monkeypatch.setattr(sys, "frozen", True, raising=False)
-    assert warmup._spawn("map") is None
+    assert compiling.spawn("map") is None
 
 
 def test_without_jax_a_first_click_runs_on_the_reference(make_napari_viewer, qtbot, monkeypatch):

@@ -68,7 +68,7 @@ def start_warm_up() -> bool:
                 backends.load("numba")
             except backends.BackendUnavailableError:
                 return False
-            children = {kind: _spawn(kind) for kind in missing}
+            children = {kind: compiling.spawn(kind) for kind in missing}
             if all(child is not None for child in children.values()):
                 compiling.jobs.update(children)
             else:
@@ -80,10 +80,6 @@ def start_warm_up() -> bool:
                 thread.start()
                 compiling.jobs.update(dict.fromkeys(missing, thread))
         return True
-
-
-#: One kind's child process (a name of this module, so that a test can replace it).
-_spawn = compiling.spawn
 
 
 def _quietly(kinds: tuple[str, ...] = KINDS) -> None:
