@@ -38,6 +38,7 @@ from ...core.taps import from_working_layout, map_plan, working_layout
 from . import band_runs
 from .common import FAST, parallel_section
 from .layout import contiguous, copy_into
+from .passes import _symmetric
 
 #: Bands pay off when runs are long: a map whose level changes every pixel or two along
 #: the contiguous axis (noise) is left to the tile walk or the gather.
@@ -50,6 +51,10 @@ MIN_MEAN_RUN = 2
 #: 3-D, where the copies are a smaller share and the order decides the first pass's
 #: widening: a 64x128x128 radial map ran 180 ms in the runs' order, 280 ms kept.
 KEEP_LAYOUT = 2.0
+#: A run of the last pass this long or longer sums its window by sweeps over the run
+#: (mirrored pairs, vectorised over the run's pixels); a shorter one by one dot product
+#: per pixel (vectorised over the taps).
+_SWEEP = 16
 #: Runs handled by one parallel job of the last pass (one scratch buffer per job).
 _JOB = 16
 
@@ -255,13 +260,16 @@ def _run(image, out, y1, y2, k, t, levels, has1, has2,
         target = out.reshape(flat.shape)
         first, count = p3[v], p3[v + 1] - p3[v]
         jobs = (count + _JOB - 1) // _JOB
+        kernel = w3[v, : taps3[v]]
+        symmetric = _symmetric(kernel)
         for job in prange(jobs):
             buf = np.empty(n3 + taps3[v] - 1, image.dtype)
             acc = np.empty(n3, image.dtype)
+            at = np.empty(taps3[v], np.int64)
             for r in range(first + job * _JOB, first + min(count, (job + 1) * _JOB)):
                 i = l3[r]
-                _last_run(flat[i], target[i], a3[r], e3[r], src3[v], w3[v, : taps3[v]],
-                          left3[v], sc3[v], f3[v], k[i], t[i], levels[v], buf, acc)  # fmt: skip
+                _last_run(flat[i], target[i], a3[r], e3[r], src3[v], kernel, symmetric,
+                          left3[v], sc3[v], f3[v], k[i], t[i], levels[v], buf, acc, at)  # fmt: skip
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=FAST)
@@ -271,65 +279,99 @@ def _strided(
     """``y = scale * sum_t w[t] * x[src[i + t]]`` along axis ``slot`` of the working
     layout, on level ``v``'s runs; taps reading the fill add ``w * fill`` (as scipy)."""
     first, count = ptr[v], ptr[v + 1] - ptr[v]
+    kernel = w[v, : taps[v]]
+    symmetric = _symmetric(kernel)
+    flat = x.reshape(-1)
     for job in prange((count + _JOB - 1) // _JOB):
-        rows = np.empty(taps[v], np.int64)
+        at = np.empty(taps[v], np.int64)
         weights = np.empty(taps[v], y.dtype)
         for r in range(first + job * _JOB, first + min(count, (job + 1) * _JOB)):
-            _strided_run(x, y, lines[r], starts[r], stops[r], slot, src[v], w[v], taps[v],
-                         left[v], scale[v], fill[v], rows, weights)  # fmt: skip
+            _strided_run(flat, y, lines[r], starts[r], stops[r], slot, src[v], kernel,
+                         symmetric, left[v], scale[v], fill[v], at, weights)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, fastmath=FAST, inline="always")
 def _strided_run(
-    x, y, line, a, e, slot, src, w, taps, left, scale, fill, rows, weights
+    flat, y, line, a, e, slot, src, w, symmetric, left, scale, fill, at, weights
 ):  # pragma: no cover
-    """One run of :func:`_strided`.  Fill taps first; the others four rows per sweep
-    over the output (one load and store of it serve four multiply-adds)."""
-    n1, n2 = x.shape[1], x.shape[2]
+    """One run of :func:`_strided`: the global passes' sum (:func:`_weighted_sum`, by
+    mirrored pairs) over the rows the run reads, where ``at`` holds each row's start
+    in ``flat``; a window that leaves the axis sums its in-bounds taps one by one and
+    adds the fill's."""
+    n1, n2, n3 = y.shape[1], y.shape[2], y.shape[3]
     i2 = line % n2
     i1 = (line // n2) % n1
     b = line // (n1 * n2)
-    i = i1 if slot == 1 else i2
+    i, n = (i1, n1) if slot == 1 else (i2, n2)
+    stride = n2 * n3 if slot == 1 else n3
+    origin = ((b * n1 + i1) * n2 + i2) * n3 + a - i * stride  # row 0 of the axis
     dst = y[b, i1, i2, a:e]
+    taps = w.shape[0]
     filled = dst.dtype.type(0)
-    count = 0
-    if i - left >= 0 and i - left + taps <= (n1 if slot == 1 else n2):
-        for tap in range(taps):  # the window lies inside the axis: no extension
-            rows[tap], weights[tap] = i - left + tap, w[tap]
-        count = taps
+    if i - left >= 0 and i - left + taps <= n:  # the window lies inside the axis
+        for tap in range(taps):
+            at[tap] = origin + (i - left + tap) * stride
+        if symmetric:
+            _pair_sum(dst, flat, at, w)
+        else:
+            _tap_sum(dst, flat, at, w)
     else:
+        count = 0
         for tap in range(taps):
             s = src[i + tap]
             if s < 0:
                 filled += w[tap] * fill
             else:
-                rows[count], weights[count] = s, w[tap]
+                at[count], weights[count] = origin + s * stride, w[tap]
                 count += 1
-    dst[:] = filled
-    plane = x[b]
-    for q in range(0, count - 3, 4):
-        _add4(dst, plane, rows, weights, q, i1, i2, a, e, slot)
-    for q in range(count - count % 4, count):
-        row = plane[rows[q], i2, a:e] if slot == 1 else plane[i1, rows[q], a:e]
-        for c in range(e - a):
-            dst[c] += weights[q] * row[c]
+        _tap_sum(dst, flat, at[:count], weights[:count])
     sc = scale[i]
     for c in range(e - a):
-        dst[c] *= sc
+        dst[c] = (dst[c] + filled) * sc
 
 
 @njit(cache=True, nogil=True, fastmath=FAST, inline="always")
-def _add4(dst, plane, rows, weights, q, i1, i2, a, e, slot):  # pragma: no cover - jitted
-    """``dst += sum of four weighted rows`` (rows ``q .. q + 3``) in one sweep."""
-    if slot == 1:
-        r0, r1 = plane[rows[q], i2, a:e], plane[rows[q + 1], i2, a:e]
-        r2, r3 = plane[rows[q + 2], i2, a:e], plane[rows[q + 3], i2, a:e]
-    else:
-        r0, r1 = plane[i1, rows[q], a:e], plane[i1, rows[q + 1], a:e]
-        r2, r3 = plane[i1, rows[q + 2], a:e], plane[i1, rows[q + 3], a:e]
-    w0, w1, w2, w3 = weights[q], weights[q + 1], weights[q + 2], weights[q + 3]
-    for c in range(e - a):
-        dst[c] += (w0 * r0[c] + w1 * r1[c]) + (w2 * r2[c] + w3 * r3[c])
+def _pair_sum(dst, base, at, w):  # pragma: no cover - jitted
+    """``dst[c] = sum_t w[t] * base[at[t] + c]`` for a symmetric kernel: mirrored pairs
+    of rows added before they are multiplied, four pairs per sweep over ``dst``.
+    Inlined, with the rows sliced here: a call that passes slices pays for their
+    reference counts, ~2 us a run (more than a short run's sums)."""
+    n, taps = dst.shape[0], w.shape[0]
+    h = taps // 2
+    mid, wm = base[at[h] : at[h] + n], w[h]
+    for c in range(n):
+        dst[c] = wm * mid[c]
+    for t in range(0, h - h % 4, 4):
+        m = taps - 1 - t
+        a0, a1 = base[at[t] : at[t] + n], base[at[t + 1] : at[t + 1] + n]
+        a2, a3 = base[at[t + 2] : at[t + 2] + n], base[at[t + 3] : at[t + 3] + n]
+        b0, b1 = base[at[m] : at[m] + n], base[at[m - 1] : at[m - 1] + n]
+        b2, b3 = base[at[m - 2] : at[m - 2] + n], base[at[m - 3] : at[m - 3] + n]
+        w0, w1, w2, w3 = w[t], w[t + 1], w[t + 2], w[t + 3]
+        for c in range(n):
+            dst[c] += (w0 * (a0[c] + b0[c]) + w1 * (a1[c] + b1[c])
+                       + w2 * (a2[c] + b2[c]) + w3 * (a3[c] + b3[c]))  # fmt: skip
+    for t in range(h - h % 4, h):
+        a, b, wt = base[at[t] : at[t] + n], base[at[taps - 1 - t] : at[taps - 1 - t] + n], w[t]
+        for c in range(n):
+            dst[c] += wt * (a[c] + b[c])
+
+
+@njit(cache=True, nogil=True, fastmath=FAST, inline="always")
+def _tap_sum(dst, base, at, w):  # pragma: no cover - jitted
+    """``dst[c] = sum_t w[t] * base[at[t] + c]``, four taps per sweep over ``dst``."""
+    n, taps = dst.shape[0], w.shape[0]
+    dst[:] = 0
+    for t in range(0, taps - 3, 4):
+        r0, r1 = base[at[t] : at[t] + n], base[at[t + 1] : at[t + 1] + n]
+        r2, r3 = base[at[t + 2] : at[t + 2] + n], base[at[t + 3] : at[t + 3] + n]
+        w0, w1, w2, w3 = w[t], w[t + 1], w[t + 2], w[t + 3]
+        for c in range(n):
+            dst[c] += (w0 * r0[c] + w1 * r1[c]) + (w2 * r2[c] + w3 * r3[c])
+    for t in range(taps - taps % 4, taps):
+        row, wt = base[at[t] : at[t] + n], w[t]
+        for c in range(n):
+            dst[c] += wt * row[c]
 
 
 @njit(cache=True, nogil=True, fastmath=FAST, inline="always")
@@ -346,19 +388,27 @@ def _dots(x, o, w, m, acc):  # pragma: no cover - jitted
 
 
 @njit(cache=True, nogil=True, fastmath=FAST, inline="always")
-def _last_run(row, out, a, e, src, w, left, scale, fill, k, t, level, buf, acc):  # pragma: no cover
+def _last_run(
+    row, out, a, e, src, w, symmetric, left, scale, fill, k, t, level, buf, acc, at
+):  # pragma: no cover - jitted
     """The pass along the contiguous axis on one run, added into ``out`` with each
     pixel's weight of the level (``1 - t`` on its lower level, ``t`` on the next).  A
     pixel whose weight is 0 is left alone: a NaN it does not mix must not reach it."""
     m = e - a
     taps = w.shape[0]
     if a - left >= 0 and e - left + taps - 1 <= row.shape[0]:
-        _dots(row, a - left, w, m, acc)  # the run's window lies inside the line
+        base, o = row, a - left  # the run's window lies inside the line
     else:
         for j in range(m + taps - 1):
             s = src[a + j]
             buf[j] = row[s] if s >= 0 else fill
-        _dots(buf, 0, w, m, acc)
+        base, o = buf, 0
+    if m < _SWEEP or not symmetric:
+        _dots(base, o, w, m, acc)
+    else:
+        for tap in range(taps):
+            at[tap] = o + tap
+        _pair_sum(acc[:m], base, at, w)
     for c in range(m):
         px = a + c
         weight = t.dtype.type(0)
