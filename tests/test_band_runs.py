@@ -77,14 +77,14 @@ def reference(ptr, lines, starts, stops, first, final, planes, n2, n3):
 def run_union(ptr, lines, starts, stops, first, final, planes, n2, n3, chunks):
     """Both calls of :func:`band_runs.union` as bands.py makes them."""
     nlevels = len(ptr) - 1
-    at = np.zeros(nlevels * planes * n2 + 1, np.int64)
+    at = np.zeros(nlevels * planes + 1, np.int64)
     dummy = np.empty(0, np.int64)
     args = (ptr, lines, starts, stops, first, final, planes, n2, n3, chunks)
     band_runs.union(*args, at[1:], dummy, dummy, dummy, False)
     np.cumsum(at, out=at)
     olines, ostarts, ostops = (np.empty(int(at[-1]), np.int64) for _ in range(3))
     band_runs.union(*args, at, olines, ostarts, ostops, True)
-    level = np.repeat(np.arange(nlevels), np.diff(at[:: planes * n2]))
+    level = np.repeat(np.arange(nlevels), np.diff(at[::planes]))
     return list(zip(level.tolist(), olines.tolist(), ostarts.tolist(), ostops.tolist()))
 
 

@@ -83,7 +83,8 @@ def _concrete(spec: BlurSpec, maps: list[MapAxis]) -> LevelPlan | None:
     free = [m for m in maps if values[id(m.sigma)] is None]
     if free and spec.tolerance is None:
         return None
-    if any(radius_of(float(m.sigma.max()), m.truncate) > MAX_LEVEL_RADIUS for m in free):
+    ranges = {id(m.sigma): _range(m.sigma) for m in free}
+    if any(radius_of(ranges[id(m.sigma)][1], m.truncate) > MAX_LEVEL_RADIUS for m in free):
         return None
     if not free:
         levels = tuple(quantised_levels(values[id(m.sigma)], m.truncate, m.limit) for m in maps)
@@ -91,7 +92,6 @@ def _concrete(spec: BlurSpec, maps: list[MapAxis]) -> LevelPlan | None:
         if spec.isotropic and same:
             return LevelPlan((levels[0],) * len(maps), True)
         return LevelPlan(levels, False)
-    ranges = {id(m.sigma): _range(m.sigma) for m in free}
     if spec.isotropic:
         # One list for every axis, bucketed by the uncapped radius (a crop axis caps
         # it at n - 1: the same cap for both ends of an interval).

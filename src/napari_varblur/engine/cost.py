@@ -171,8 +171,10 @@ def map_radii(spec: BlurSpec) -> tuple[int, ...]:
 
 def _change(spec: BlurSpec, compact: list[np.ndarray]) -> list[float]:
     """How fast each blurred axis's sigma changes: the mean step between neighbours
-    along that axis, the largest over the maps (0 where no map varies)."""
-    return [max((mean_step(c, a) for c in compact), default=0.0) for a in spec.axes]
+    along that axis, the largest over the maps (0 where no map varies); a map shared
+    by several axes is looked at once."""
+    unique = list({id(c): c for c in compact}.values())
+    return [max((mean_step(c, a) for c in unique), default=0.0) for a in spec.axes]
 
 
 def _tile_lengths(maps: list[MapAxis], change: list[float], length: int) -> tuple[int, ...]:

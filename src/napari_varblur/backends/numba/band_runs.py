@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from .common import parallel_section
 
@@ -180,58 +181,65 @@ def union(ptr, lines, starts, stops, first, final, planes, n2, n3, chunks, at, o
           ostarts, ostops, write):  # pragma: no cover  # fmt: skip
     """Slot 1's runs: per level and line ``(b, i1, j)``, the union of the runs of the
     lines ``(b, i1, i2)`` whose slot-2 pass reads line ``j`` (``first[j] <= i2 <=
-    final[j]``).  One job per level and plane, dealt out in ``chunks`` (several per
-    thread), each with its own scratch.  The first call (``write`` False) counts each
-    line's runs into ``at``; the second writes them from offsets ``at``."""
-    jobs = (ptr.shape[0] - 1) * planes
-    chunks = max(1, min(jobs, chunks))
+    final[j]``).  One job per level and plane; the levels are dealt out in turn to
+    ``chunks`` (several per thread: levels differ in cost, and a thread's share is
+    fixed), each with its own scratch.  The first call (``write`` False) counts each
+    job's runs into ``at``; the second writes them, line after line, from offsets
+    ``at``."""
+    levels = ptr.shape[0] - 1
+    chunks = max(1, min(levels, chunks))
     words = (n3 + 63) // 64
     for chunk in prange(chunks):
         bits = np.empty((3, n2, words), np.uint64)  # each line's pixels, and block ORs
         window = np.empty(words, np.uint64)
-        for job in range(chunk * jobs // chunks, (chunk + 1) * jobs // chunks):
+        scratch = np.empty((5, n2 + 1), np.int64)  # a plane's lines, and the hull's queues
+        for job in range(chunk * planes, levels * planes):
             v, plane = job // planes, job % planes
+            if v % chunks != chunk:
+                continue
             a, b = ptr[v], ptr[v + 1]
             # This plane's runs, by line: the plane's lines are contiguous.
             lo = a + np.searchsorted(lines[a:b], plane * n2)
             hi = a + np.searchsorted(lines[a:b], (plane + 1) * n2)
             if not write:
-                at[job * n2 : (job + 1) * n2] = 0
+                at[job] = 0
             if lo == hi:
                 continue
-            line_at, low, high, single = _plane_lines(lines, starts, stops, lo, hi, plane, n2,
-                                                      n3)  # fmt: skip
+            line_at, low, high = scratch[0], scratch[1], scratch[2]
+            single = _plane_lines(lines, starts, stops, lo, hi, plane, n2, n3, line_at, low,
+                                  high)  # fmt: skip
             if single:
-                _hull_lines(job, v, plane, n2, first, final, line_at, low, high, at, olines,
-                            ostarts, ostops, write)  # fmt: skip
+                _hull_lines(job, v, plane, n2, first, final, line_at, low, high, scratch[3],
+                            scratch[4], at, olines, ostarts, ostops, write)  # fmt: skip
             else:
                 _bit_lines(job, v, plane, n2, n3, first, final, line_at, starts, stops, bits,
                            window, at, olines, ostarts, ostops, write)  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
-def _hull_lines(job, v, plane, n2, first, final, line_at, low, high, at, olines, ostarts,
-                ostops, write):  # pragma: no cover  # fmt: skip
+def _hull_lines(job, v, plane, n2, first, final, line_at, low, high, qlo, qhi, at, olines,
+                ostarts, ostops, write):  # pragma: no cover  # fmt: skip
     """A plane of single runs: each window's hull (a smooth map's runs overlap from
     line to line, so the hull is their union; where they do not, the hull only adds
-    work), from monotone queues of the lines' extents sliding down the plane."""
-    qlo, qhi = np.empty(n2, np.int64), np.empty(n2, np.int64)
+    work), from monotone queues (``qlo``, ``qhi``: scratch) of the lines' extents
+    sliding down the plane.  Counting needs no hull: one run per window that has any."""
     elo, ehi = np.zeros(2, np.int64), np.zeros(2, np.int64)
     w0, w1 = 0, -1  # the window the queues hold
+    o = at[job]
     for j in range(n2):
         i0, i1 = first[v, j], final[v, j]
         if i1 < i0 or line_at[i0] == line_at[i1 + 1]:
+            continue
+        if not write:
+            at[job] += 1
             continue
         if i0 < w0 or i1 < w1:  # not a slide down: restart the queues
             elo[:], ehi[:], w1 = 0, 0, i0 - 1
         span_lo = _slide(qlo, elo, low, i0, i1, w1, 1)
         span_hi = _slide(qhi, ehi, high, i0, i1, w1, -1)
         w0, w1 = i0, i1
-        if write:
-            o = at[job * n2 + j]
-            olines[o], ostarts[o], ostops[o] = plane * n2 + j, span_lo, span_hi
-        else:
-            at[job * n2 + j] = 1
+        olines[o], ostarts[o], ostops[o] = plane * n2 + j, span_lo, span_hi
+        o += 1
 
 
 @njit(cache=True, nogil=True)
@@ -244,6 +252,7 @@ def _bit_lines(job, v, plane, n2, n3, first, final, line_at, starts, stops, bits
     window's bit transitions."""
     own, pre, suf = bits[0], bits[1], bits[2]
     longest = _block_ors(own, pre, suf, v, first, final, line_at, starts, stops)
+    o = at[job]
     for j in range(n2):
         i0, i1 = first[v, j], final[v, j]
         if i1 < i0 or line_at[i0] == line_at[i1 + 1]:
@@ -256,10 +265,11 @@ def _bit_lines(job, v, plane, n2, n3, first, final, line_at, starts, stops, bits
         else:
             for w in range(window.shape[0]):
                 window[w] = suf[i0, w] | pre[i1, w]
-        o = at[job * n2 + j] if write else -1
-        c = _bit_runs(window, n3, plane * n2 + j, olines, ostarts, ostops, o)
-        if not write:
-            at[job * n2 + j] = c
+        c = _bit_runs(window, n3, plane * n2 + j, olines, ostarts, ostops, o if write else -1)
+        if write:
+            o += c
+        else:
+            at[job] += c
 
 
 @njit(cache=True, nogil=True)
@@ -282,14 +292,6 @@ def _block_ors(own, pre, suf, v, first, final, line_at, starts, stops):  # pragm
         for w in range(own.shape[1]):
             suf[j, w] = own[j, w] if end else suf[j + 1, w] | own[j, w]
     return longest
-
-
-#: ``x & -x`` times this, shifted down 58 bits, indexes :data:`_TRAILING`: the position
-#: of a word's lowest set bit (a de Bruijn sequence).
-_DE_BRUIJN = np.uint64(0x03F79D71B4CB0A89)
-_TRAILING = tuple(  # (a tuple: a global array would keep Numba from caching the kernel)
-    sorted(range(64), key=lambda bit: ((1 << bit) * 0x03F79D71B4CB0A89 % (1 << 64)) >> 58)
-)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -326,7 +328,7 @@ def _bit_runs(window, n3, line, olines, ostarts, ostops, o):  # pragma: no cover
         carry = x >> np.uint64(63)
         while flips != 0:
             lowest = flips & (~flips + one)
-            at = w * 64 + _TRAILING[(lowest * _DE_BRUIJN) >> np.uint64(58)]
+            at = w * 64 + trailing_zeros(flips)  # the lowest set bit
             if inside:
                 if o >= 0:
                     ostops[o + c] = at
@@ -343,22 +345,24 @@ def _bit_runs(window, n3, line, olines, ostarts, ostops, o):  # pragma: no cover
 
 
 @njit(cache=True, nogil=True)
-def _plane_lines(lines, starts, stops, lo, hi, plane, n2, n3):  # pragma: no cover - jitted
-    """A plane's runs ``lo .. hi - 1`` by line: each line's first run (``line_at``, one
-    past the end for the last), each line's extent (``low``, ``high``: the hull of its
-    runs; empty: ``low > high``) and whether every line has at most one run."""
-    line_at = np.full(n2 + 1, hi, np.int64)
+def _plane_lines(lines, starts, stops, lo, hi, plane, n2, n3, line_at, low,
+                 high):  # pragma: no cover  # fmt: skip
+    """A plane's runs ``lo .. hi - 1`` by line, into the scratch rows given: each
+    line's first run (``line_at``, one past the end for the last), each line's extent
+    (``low``, ``high``: the hull of its runs; empty: ``low > high``); returns whether
+    every line has at most one run."""
+    line_at[:] = hi
     for i in range(hi - 1, lo - 1, -1):
         line_at[lines[i] - plane * n2] = i
     for j in range(n2 - 1, -1, -1):
         line_at[j] = min(line_at[j], line_at[j + 1])
-    low, high = np.full(n2, n3, np.int64), np.zeros(n2, np.int64)
     single = True
     for j in range(n2):
         single = single and line_at[j + 1] - line_at[j] <= 1
+        low[j], high[j] = n3, 0
         for i in range(line_at[j], line_at[j + 1]):
             low[j], high[j] = min(low[j], starts[i]), max(high[j], stops[i])
-    return line_at, low, high, single
+    return single
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -220,7 +220,7 @@ def _slot_runs(runs3: _Runs, slots, shape4) -> tuple:
         return (None, runs2, runs3)
     first, final = band_runs.inverse_reach(slots[1].lo, slots[1].hi)
     nlevels, planes, n2 = len(runs2.ptr) - 1, shape4[0] * shape4[1], shape4[2]
-    at = np.zeros(nlevels * planes * n2 + 1, np.int64)
+    at = np.zeros(nlevels * planes + 1, np.int64)  # per level and plane
     dummy = np.empty(0, np.int64)
     chunks = 16 * numba.get_num_threads()  # of the union's jobs: several per thread
     args = (runs2.ptr, runs2.lines, runs2.starts, runs2.stops, first, final, planes, n2,
@@ -231,7 +231,7 @@ def _slot_runs(runs3: _Runs, slots, shape4) -> tuple:
         total = int(at[-1])
         lines, starts, stops = (np.empty(total, np.int64) for _ in range(3))
         band_runs.union(*args, at, lines, starts, stops, True)
-    return (_Runs(at[:: planes * n2].copy(), lines, starts, stops), runs2, runs3)
+    return (_Runs(at[::planes].copy(), lines, starts, stops), runs2, runs3)
 
 
 # ------------------------------------------------------------------- the passes
