@@ -194,6 +194,26 @@ def test_two_threads_get_what_one_gets(rng):
         np.testing.assert_array_equal(r, alone)
 
 
+def test_tiles_of_any_size_give_the_same_blur(rng, monkeypatch):
+    """A tile runs every level over its own planes (3-D) or lines (2-D), the first pass
+    reading the image around it: tiles of one unit, of a few (the last one short), of
+    the whole image, dealt to any number of jobs, add the same sums in the same order."""
+    cases = [
+        ((37, 45), radial((37, 45), 0.5, 5.0), dict(mode="reflect")),
+        ((2, 9, 14, 17), radial((9, 14, 17), 0.3, 3.0)[None], dict(axes=(1, 2, 3), mode="wrap")),
+    ]
+    for shape, sigma, kw in cases:
+        image = rng.random(shape).astype(np.float32)
+        results = []
+        for tile, chunks in ((1, 1), (2, 3), (3, 1), (5, 4), (10_000, 2)):
+            monkeypatch.setattr(bands, "_tiling", lambda *a, t=tile, c=chunks: (t, c))
+            results.append(bands_blur(image, sigma, precision="float32", tolerance=1e-3, **kw))
+        for r in results[1:]:
+            np.testing.assert_array_equal(r, results[0])
+        walked = walk_blur(image, sigma, precision="float32", tolerance=1e-3, **kw)
+        np.testing.assert_allclose(results[0], walked, rtol=0, atol=4e-6)
+
+
 def test_inputs_are_not_modified_and_not_aliased(rng):
     image = rng.random((20, 24)).astype(np.float32)
     sigma = ramp(image.shape, (1, 1), 0.5, 3.0).astype(np.float32)

@@ -52,10 +52,12 @@ def inverse_reach(lo, hi):  # pragma: no cover - jitted
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def locate(sigma, k, t, lsig, joined, first, last, truncate, limit):  # pragma: no cover
-    """Each pixel's lower level and upper weight: :meth:`AxisLevels.mix` in a kernel.
-    The contract's float64 radius picks the bucket; the level is the bucket's last
-    whose sigma is at most the pixel's (its first if none is)."""
+def locate(sigma, k, t, counts, lsig, joined, first, last, truncate,
+           limit):  # pragma: no cover  # fmt: skip
+    """Each pixel's lower level and upper weight: :meth:`AxisLevels.mix` in a kernel,
+    and each line's count of :func:`segments`.  The contract's float64 radius picks
+    the bucket; the level is the bucket's last whose sigma is at most the pixel's (its
+    first if none is), searched from the previous pixel's level in the same bucket."""
     nl = lsig.shape[0]
     top = first.shape[0] - 1
     square = lsig * lsig
@@ -64,24 +66,20 @@ def locate(sigma, k, t, lsig, joined, first, last, truncate, limit):  # pragma: 
         if joined[j]:
             inverse[j] = 1.0 / (square[j + 1] - square[j])
     for row in prange(sigma.shape[0]):
+        c, before, j, kept = 0, -1, 0, -1  # segments; the previous bucket, level, key
         for x in range(sigma.shape[1]):
             s = np.float64(sigma[row, x])
             r = min(np.ceil(truncate * s), limit)
             b = top if r >= top else (int(r) if r > 0 else 0)
-            j, end = first[b], last[b]
-            while j < end and lsig[j + 1] <= s:
+            if b != before or lsig[j] > s:
+                j, before = first[b], b
+            while j < last[b] and lsig[j + 1] <= s:
                 j += 1
-            k[row, x] = j
-            t[row, x] = min(max((s * s - square[j]) * inverse[j], 0.0), 1.0)
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def _count_segments(k, t, counts):  # pragma: no cover - jitted
-    for row in prange(k.shape[0]):
-        c = 1
-        for x in range(1, k.shape[1]):
-            if k[row, x] != k[row, x - 1] or (t[row, x] > 0) != (t[row, x - 1] > 0):
-                c += 1
+            w = min(max((s * s - square[j]) * inverse[j], 0.0), 1.0)
+            k[row, x], t[row, x] = j, w
+            key = 2 * j + (t[row, x] > 0)  # (the stored weight's sign, as segments read it)
+            c += key != kept
+            kept = key
         counts[row] = c
 
 
@@ -98,11 +96,10 @@ def _fill_segments(k, t, at, line, start, stop, level, upper):  # pragma: no cov
         stop[i] = k.shape[1]
 
 
-def segments(k: np.ndarray, t: np.ndarray) -> tuple:
-    """Runs of constant (level, has-upper-weight) along every line, in line order."""
-    counts = np.empty(k.shape[0], np.int64)
+def segments(k: np.ndarray, t: np.ndarray, counts: np.ndarray) -> tuple:
+    """Runs of constant (level, has-upper-weight) along every line, in line order, from
+    each line's count of them (:func:`locate`'s)."""
     with parallel_section():
-        _count_segments(k, t, counts)
         at = np.concatenate(([0], np.cumsum(counts)))
         total = int(at[-1])
         out = [np.empty(total, np.int64) for _ in range(4)] + [np.empty(total, np.bool_)]

@@ -18,8 +18,11 @@ from the output:
 
 Every pass is the contract's 1-D pass, from the level engine's tables
 (:func:`napari_varblur.core.level_plan.level_table`: taps, edge mode, crop
-renormalisation), vectorised along the contiguous axis.  Planning
-and running each take one kernel call per step for all levels together.
+renormalisation), vectorised along the contiguous axis.  Planning takes one kernel
+call per step for all levels together.  The blur is one kernel call, in tiles along
+the first pass's axis: a tile runs every level over its own lines (only the first
+pass reads beyond them, from the image), so a tile's rows stay in cache from level
+to level and the tiles need no barrier between levels.
 """
 
 from __future__ import annotations
@@ -55,8 +58,11 @@ KEEP_LAYOUT = 2.0
 #: (mirrored pairs, vectorised over the run's pixels); a shorter one by one dot product
 #: per pixel (vectorised over the taps).
 _SWEEP = 16
-#: Runs handled by one parallel job of the last pass (one scratch buffer per job).
-_JOB = 16
+#: Bytes of a tile's rows (scratch, output, levels, weights) that should stay in cache
+#: from one level to the next (a core's L2 is 1-2 MiB).
+TILE_BYTES = 1 << 20
+#: Tiles per thread at least (tiles differ in cost).
+TILES_PER_THREAD = 8
 
 
 @dataclass(frozen=True)
@@ -118,8 +124,8 @@ def plan(spec: BlurSpec, levels: AxisLevels) -> BandPlan | None:
     axes = _pass_order(spec, np.broadcast_to(maps[spec.axes[0]].sigma, spec.shape))
     dtype = np.dtype(spec.precision)
     shape4 = _shape4(spec.shape, axes)
-    k, t = _located(spec, maps[axes[0]].sigma, axes, levels, shape4[3], dtype)
-    segments = band_runs.segments(k, t)
+    k, t, counts = _located(spec, maps[axes[0]].sigma, axes, levels, shape4[3], dtype)
+    segments = band_runs.segments(k, t, counts)
     if len(segments[0]) * MIN_MEAN_RUN > k.size:
         return None
     ptr, lines, starts, stops = band_runs.by_level(*segments, len(levels))
@@ -153,13 +159,26 @@ def blur(spec: BlurSpec, bands: BandPlan) -> np.ndarray:
     s2, r2 = (s3, r3) if s2 is None else (s2, r2)
     scratch1 = np.empty(bands.shape, dtype) if bands.runs[0] is not None else image[:0]
     scratch2 = np.empty(bands.shape, dtype) if bands.runs[1] is not None else image[:0]
+    has1, has2 = bands.runs[0] is not None, bands.runs[1] is not None
+    tile, chunks = _tiling(bands.shape, has1, dtype)
     with parallel_section():
-        _run(image, out, scratch1, scratch2, bands.k, bands.t, bands.levels,
-             bands.runs[0] is not None, bands.runs[1] is not None,
-             *_args(s1, r1), *_args(s2, r2), *_args(s3, r3))  # fmt: skip
+        _run(image, out, scratch1, scratch2, bands.k, bands.t, bands.levels, has1, has2,
+             tile, chunks, *_args(s1, r1), *_args(s2, r2), *_args(s3, r3))  # fmt: skip
     if not direct:
         copy_into(result, from_working_layout(out, spec.shape, axes))
     return result
+
+
+def _tiling(shape, has1: bool, dtype) -> tuple[int, int]:
+    """Units (planes in 3-D, else lines) per tile of :func:`_run`, and its jobs: tiles
+    of about :data:`TILE_BYTES` over four arrays, at least :data:`TILES_PER_THREAD`
+    tiles per thread where there are units enough."""
+    batch, n1, n2, n3 = shape
+    unit = (n2 * n3 if has1 else n3) * 4 * np.dtype(dtype).itemsize
+    units = batch * n1 * (1 if has1 else n2)
+    threads = numba.get_num_threads()
+    tile = max(1, min(TILE_BYTES // unit, units // (TILES_PER_THREAD * threads)))
+    return tile, 4 * threads
 
 
 def _args(slot: _Slot, runs: _Runs) -> tuple:
@@ -196,16 +215,18 @@ def _shape4(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, int, in
 
 
 def _located(spec, sigma, axes, levels: AxisLevels, n3: int, dtype):
-    """Each pixel's lower level and upper weight, in the working layout's lines."""
+    """Each pixel's lower level and upper weight, in the working layout's lines, and
+    each line's count of segments."""
     sigma = np.broadcast_to(sigma, spec.shape)
     sigma = contiguous(working_layout(sigma, axes), sigma.dtype).reshape(-1, n3)
     k = np.empty(sigma.shape, np.int32)
     t = np.empty(sigma.shape, dtype)
+    counts = np.empty(sigma.shape[0], np.int64)
     first, last = levels._buckets
     with parallel_section():
-        band_runs.locate(sigma, k, t, levels.sigma, levels.joined, first, last,
-                float(levels.truncate), int(levels.limit))  # fmt: skip
-    return k, t
+        band_runs.locate(sigma, k, t, counts, levels.sigma, levels.joined, first, last,
+                         float(levels.truncate), int(levels.limit))  # fmt: skip
+    return k, t, counts
 
 
 def _slot_runs(runs3: _Runs, slots, shape4) -> tuple:
@@ -238,56 +259,76 @@ def _slot_runs(runs3: _Runs, slots, shape4) -> tuple:
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=FAST)
-def _run(image, out, y1, y2, k, t, levels, has1, has2,
+def _run(image, out, y1, y2, k, t, levels, has1, has2, tile, chunks,
          p1, l1, a1, e1, src1, w1, taps1, left1, sc1, f1,
          p2, l2, a2, e2, src2, w2, taps2, left2, sc2, f2,
          p3, l3, a3, e3, src3, w3, taps3, left3, sc3, f3):  # pragma: no cover  # fmt: skip
-    """Every used level in turn: slot 1 into ``y1``, slot 2 into ``y2`` (each from the
-    previous stage, or the image), the last pass added into ``out``."""
+    """Tiles of ``tile`` units along the first pass's axis (planes ``(b, i1)`` in 3-D,
+    lines in 2-D and 1-D), dealt out in turn to ``chunks`` jobs.  A tile runs every
+    used level in turn: slot 1 into ``y1``, slot 2 into ``y2`` (each from the previous
+    stage, or the image), the last pass added into ``out``.  Only the first pass reads
+    outside the tile (the image, which nothing writes), so tiles are independent, and
+    a tile's rows stay in cache from one level to the next."""
     n3 = image.shape[3]
-    # Slots as int64, not literals: one compiled _strided serves both (a literal slot
-    # compiled it twice, 3-4 s each; the branches on it sit outside the inner loops).
-    slot1, slot2 = np.int64(1), np.int64(2)
-    for v in range(levels.shape[0]):
-        x = image
-        if has1:
-            _strided(x, y1, v, slot1, p1, l1, a1, e1, src1, w1, taps1, left1, sc1, f1)
-            x = y1
-        if has2:
-            _strided(x, y2, v, slot2, p2, l2, a2, e2, src2, w2, taps2, left2, sc2, f2)
-            x = y2
-        flat = x.reshape(-1, n3)
-        target = out.reshape(flat.shape)
-        first, count = p3[v], p3[v + 1] - p3[v]
-        jobs = (count + _JOB - 1) // _JOB
-        kernel = w3[v, : taps3[v]]
-        symmetric = _symmetric(kernel)
-        for job in prange(jobs):
-            buf = np.empty(n3 + taps3[v] - 1, image.dtype)
-            acc = np.empty(n3, image.dtype)
-            at = np.empty(taps3[v], np.int64)
-            for r in range(first + job * _JOB, first + min(count, (job + 1) * _JOB)):
-                i = l3[r]
-                _last_run(flat[i], target[i], a3[r], e3[r], src3[v], kernel, symmetric,
-                          left3[v], sc3[v], f3[v], k[i], t[i], levels[v], buf, acc, at)  # fmt: skip
+    per = image.shape[2] if has1 else 1  # lines per unit
+    units = image.shape[0] * image.shape[1] * (1 if has1 else image.shape[2])
+    tiles = (units + tile - 1) // tile
+    chunks = max(1, min(chunks, tiles))
+    widest = max(taps1.max(), taps2.max(), taps3.max())
+    for chunk in prange(chunks):
+        buf = np.empty(n3 + widest - 1, image.dtype)
+        acc = np.empty(n3, image.dtype)
+        at = np.empty(widest, np.int64)
+        weights = np.empty(widest, image.dtype)
+        for tix in range(chunk, tiles, chunks):  # in turn: tiles differ in cost
+            lo, hi = tix * tile * per, min(units, (tix + 1) * tile) * per
+            for v in range(levels.shape[0]):
+                for slot in range(1 if has1 else 2, 3 if has2 else 2):
+                    if slot == 1:
+                        x, y, ptr, lines, starts, stops = image, y1, p1, l1, a1, e1
+                        src, w, taps, left, scale, fill = src1, w1, taps1, left1, sc1, f1
+                    else:
+                        x, y, ptr, lines, starts, stops = y1 if has1 else image, y2, p2, l2, a2, e2
+                        src, w, taps, left, scale, fill = src2, w2, taps2, left2, sc2, f2
+                    r0, r1 = _within(lines, ptr[v], ptr[v + 1], lo, hi)
+                    _strided(x, y, np.int64(slot), r0, r1, lines, starts, stops, src[v],
+                             w[v, : taps[v]], left[v], scale[v], fill[v], at, weights)  # fmt: skip
+                x = y2 if has2 else image
+                r0, r1 = _within(l3, p3[v], p3[v + 1], lo, hi)
+                _last(x, out, r0, r1, l3, a3, e3, src3[v], w3[v, : taps3[v]], left3[v],
+                      sc3[v], f3[v], k, t, levels[v], buf, acc, at)  # fmt: skip
 
 
-@njit(parallel=True, cache=True, nogil=True, fastmath=FAST)
-def _strided(
-    x, y, v, slot, ptr, lines, starts, stops, src, w, taps, left, scale, fill
-):  # pragma: no cover
+@njit(cache=True, nogil=True, inline="always")
+def _within(lines, a, b, lo, hi):  # pragma: no cover - jitted
+    """The runs ``a .. b - 1`` (sorted by line) whose line is in ``lo .. hi - 1``."""
+    return a + np.searchsorted(lines[a:b], lo), a + np.searchsorted(lines[a:b], hi)
+
+
+@njit(cache=True, nogil=True, fastmath=FAST, inline="always")
+def _strided(x, y, slot, r0, r1, lines, starts, stops, src, kernel, left, scale, fill, at,
+             weights):  # pragma: no cover  # fmt: skip
     """``y = scale * sum_t w[t] * x[src[i + t]]`` along axis ``slot`` of the working
-    layout, on level ``v``'s runs; taps reading the fill add ``w * fill`` (as scipy)."""
-    first, count = ptr[v], ptr[v + 1] - ptr[v]
-    kernel = w[v, : taps[v]]
+    layout, on runs ``r0 .. r1 - 1``; taps reading the fill add ``w * fill`` (as
+    scipy)."""
     symmetric = _symmetric(kernel)
     flat = x.reshape(-1)
-    for job in prange((count + _JOB - 1) // _JOB):
-        at = np.empty(taps[v], np.int64)
-        weights = np.empty(taps[v], y.dtype)
-        for r in range(first + job * _JOB, first + min(count, (job + 1) * _JOB)):
-            _strided_run(flat, y, lines[r], starts[r], stops[r], slot, src[v], kernel,
-                         symmetric, left[v], scale[v], fill[v], at, weights)  # fmt: skip
+    for r in range(r0, r1):
+        _strided_run(flat, y, lines[r], starts[r], stops[r], slot, src, kernel, symmetric,
+                     left, scale, fill, at, weights)  # fmt: skip
+
+
+@njit(cache=True, nogil=True, fastmath=FAST, inline="always")
+def _last(x, out, r0, r1, lines, starts, stops, src, kernel, left, scale, fill, k, t, level,
+          buf, acc, at):  # pragma: no cover  # fmt: skip
+    """The last pass on runs ``r0 .. r1 - 1``, added into ``out`` (:func:`_last_run`)."""
+    n3 = x.shape[3]
+    flat, target = x.reshape(-1, n3), out.reshape(-1, n3)
+    symmetric = _symmetric(kernel)
+    for r in range(r0, r1):
+        i = lines[r]
+        _last_run(flat[i], target[i], starts[r], stops[r], src, kernel, symmetric, left, scale,
+                  fill, k[i], t[i], level, buf, acc, at)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, fastmath=FAST, inline="always")
