@@ -15,12 +15,12 @@ from .shapes import broadcasts
 
 def mean_step(sigma: np.ndarray, axis: int) -> float:
     """How fast a sigma map changes along ``axis``: the mean absolute step between
-    neighbours, on a grid of at most ~256 samples along ``axis`` and ~64 across each
+    neighbours, on a grid of at most ~256 samples along ``axis`` and ~32 across each
     other axis (plenty for a mean: a whole 64x128x128 map took ~1 ms a look); 0 where
     the map has length 1 there."""
     if sigma.shape[axis] < 2:
         return 0.0
-    stride = [max(1, n // (256 if a == axis else 64)) for a, n in enumerate(sigma.shape)]
+    stride = [max(1, n // (256 if a == axis else 32)) for a, n in enumerate(sigma.shape)]
     thin = sigma[tuple(slice(None, None, k) for k in stride)]
     return float(np.abs(np.diff(thin, axis=axis)).mean()) / stride[axis]
 
