@@ -12,7 +12,7 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 from .common import parallel_section
 
 
-@njit(cache=True, nogil=True)
+@njit(parallel=True, cache=True, nogil=True)
 def reach(src, taps, n, left):  # pragma: no cover - jitted
     """Per level ``v`` and output ``i``: the smallest and largest source index its taps
     read (``src[v, i : i + taps[v]]``, skipping the fill).  A window inside the axis
@@ -20,7 +20,7 @@ def reach(src, taps, n, left):  # pragma: no cover - jitted
     scanned."""
     levels = src.shape[0]
     lo, hi = np.empty((levels, n), np.int64), np.empty((levels, n), np.int64)
-    for v in range(levels):
+    for v in prange(levels):
         for i in range(n):
             a, b = i - left[v], i - left[v] + taps[v] - 1
             if a >= 0 and b <= n - 1:

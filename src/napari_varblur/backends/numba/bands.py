@@ -77,7 +77,8 @@ class _Slot:
 
     @classmethod
     def of(cls, table: LevelTable) -> _Slot:
-        lo, hi = band_runs.reach(table.src, table.taps, table.n, table.left)
+        with parallel_section():
+            lo, hi = band_runs.reach(table.src, table.taps, table.n, table.left)
         return cls(table, lo, hi)
 
 
