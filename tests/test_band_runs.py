@@ -104,6 +104,15 @@ def test_slot_one_runs_are_the_union_of_the_window_or_its_hull(rng, n3, single):
         assert got == expected
 
 
+def test_work_counts_each_runs_pixels_times_its_levels_taps(rng):
+    """The planner's cost of a pass: every run's length times its level's taps."""
+    ptr, lines, starts, stops = random_runs(rng, 4, 2, 5, 70, single=False)
+    taps = np.array([3, 0, 17, 9])
+    expected = sum(int(stops[i] - starts[i]) * int(taps[v])
+                   for v in range(4) for i in range(ptr[v], ptr[v + 1]))  # fmt: skip
+    assert band_runs.work(ptr, starts, stops, taps) == expected > 0
+
+
 def test_a_run_over_the_whole_line_at_a_word_edge(rng):
     """Runs that fill whole words and stop exactly at the line's end."""
     ptr, lines = np.array([0, 3]), np.array([0, 1, 1])

@@ -83,7 +83,8 @@ def _concrete(spec: BlurSpec, maps: list[MapAxis]) -> LevelPlan | None:
     free = [m for m in maps if values[id(m.sigma)] is None]
     if free and spec.tolerance is None:
         return None
-    ranges = {id(m.sigma): _range(m.sigma) for m in free}
+    unique = {id(m.sigma): m.sigma for m in free}  # (a map shared by axes: looked at once)
+    ranges = {key: _range(sigma) for key, sigma in unique.items()}
     if any(radius_of(ranges[id(m.sigma)][1], m.truncate) > MAX_LEVEL_RADIUS for m in free):
         return None
     if not free:

@@ -173,6 +173,20 @@ def dilate(ptr, lines, starts, stops, lo, hi):  # pragma: no cover - jitted
     return optr, ol[:c], os_[:c], oe[:c]
 
 
+@njit(cache=True, nogil=True)
+def work(ptr, starts, stops, taps):  # pragma: no cover - jitted
+    """Multiply-adds of a pass over level ``v``'s runs ``ptr[v] .. ptr[v + 1] - 1`` with
+    ``taps[v]`` taps each, over every level (a loop: NumPy's sum of run lengths made
+    two temporaries as long as the runs, 6 ms a plan on a 3-D map)."""
+    total = 0.0
+    for v in range(ptr.shape[0] - 1):
+        pixels = 0
+        for i in range(ptr[v], ptr[v + 1]):
+            pixels += stops[i] - starts[i]
+        total += pixels * float(taps[v])
+    return total
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def union(ptr, lines, starts, stops, first, final, planes, n2, n3, chunks, at, olines,
           ostarts, ostops, write):  # pragma: no cover  # fmt: skip

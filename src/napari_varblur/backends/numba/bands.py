@@ -94,8 +94,7 @@ class _Runs:
 
     def work(self, taps: np.ndarray) -> float:
         """Multiply-adds of a pass over these runs with ``taps`` per level."""
-        total = np.concatenate(([0], np.cumsum(self.stops - self.starts)))
-        return float(np.sum((total[self.ptr[1:]] - total[self.ptr[:-1]]) * taps))
+        return float(band_runs.work(self.ptr, self.starts, self.stops, taps))
 
 
 @dataclass(frozen=True)
