@@ -106,7 +106,7 @@ def test_slot_one_runs_are_the_union_of_the_window_or_its_hull(rng, n3, single):
 
 def test_work_counts_each_runs_pixels_times_its_levels_taps(rng):
     """The planner's cost of a pass: every run's length times its level's taps."""
-    ptr, lines, starts, stops = random_runs(rng, 4, 2, 5, 70, single=False)
+    ptr, _, starts, stops = random_runs(rng, 4, 2, 5, 70, single=False)
     taps = np.array([3, 0, 17, 9])
     expected = sum(int(stops[i] - starts[i]) * int(taps[v])
                    for v in range(4) for i in range(ptr[v], ptr[v + 1]))  # fmt: skip
