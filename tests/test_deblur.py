@@ -41,6 +41,26 @@ def test_agrees_with_scikit_image_at_a_constant_sigma(backend, shape, sigma):
     assert np.abs(ours - expected).max() <= 1e-8 * expected.max()
 
 
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_a_dark_background_decays_to_zero_not_into_subnormal_floats(precision):
+    """Where nothing was observed the estimate shrinks by a factor each step; below eps**2
+    of the largest value it is 0, so no step ever sums subnormal floats (x86 cores run
+    them ~100x slower), and every other value is as before."""
+    shape = (96, 100)
+    truth = np.zeros(shape)
+    truth[40:48, 30:70] = RNG.random((8, 40)) * 200
+    smap = np.broadcast_to(np.linspace(1.0, 3.0, shape[1]), shape)
+    y = RNG.poisson(gaussian_blur(truth, smap, mode="crop")).astype(np.float32)
+    tiny, eps = np.finfo(precision).tiny, np.finfo(precision).eps
+    steps = []
+    deblur(y, smap, iterations=60, mode="crop", precision=precision, backend="numba",
+           callback=lambda k, x: steps.append(x.copy()))  # fmt: skip
+    for x in steps:
+        assert not ((x > 0) & (x < tiny)).any()
+        assert x[(x > 0)].min() >= eps**2 * x.max()
+    assert (steps[-1] == 0).any()  # the background did reach the floor
+
+
 def _nll(y, ax):
     return float(np.sum(ax - np.where(y > 0, y * np.log(np.where(ax > 0, ax, 1)), 0)))
 
