@@ -204,27 +204,34 @@ def union(ptr, lines, starts, stops, first, final, planes, n2, n3, chunks, at, o
         bits = np.empty((3, n2, words), np.uint64)  # each line's pixels, and block ORs
         window = np.empty(words, np.uint64)
         scratch = np.empty((5, n2 + 1), np.int64)  # a plane's lines, and the hull's queues
-        for job in range(chunk * planes, levels * planes):
-            v, plane = job // planes, job % planes
-            if v % chunks != chunk:
-                continue
-            a, b = ptr[v], ptr[v + 1]
-            # This plane's runs, by line: the plane's lines are contiguous.
-            lo = a + np.searchsorted(lines[a:b], plane * n2)
-            hi = a + np.searchsorted(lines[a:b], (plane + 1) * n2)
-            if not write:
-                at[job] = 0
-            if lo == hi:
-                continue
-            line_at, low, high = scratch[0], scratch[1], scratch[2]
-            single = _plane_lines(lines, starts, stops, lo, hi, plane, n2, n3, line_at, low,
-                                  high)  # fmt: skip
-            if single:
-                _hull_lines(job, v, plane, n2, first, final, line_at, low, high, scratch[3],
-                            scratch[4], at, olines, ostarts, ostops, write)  # fmt: skip
-            else:
-                _bit_lines(job, v, plane, n2, n3, first, final, line_at, starts, stops, bits,
-                           window, at, olines, ostarts, ostops, write)  # fmt: skip
+        for v in range(chunk, levels, chunks):
+            for plane in range(planes):
+                _union_job(v, plane, ptr, lines, starts, stops, first, final, planes, n2, n3,
+                           bits, window, scratch, at, olines, ostarts, ostops, write)  # fmt: skip
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _union_job(v, plane, ptr, lines, starts, stops, first, final, planes, n2, n3, bits,
+               window, scratch, at, olines, ostarts, ostops,
+               write):  # pragma: no cover  # fmt: skip
+    """One job of :func:`union`: level ``v`` on one plane."""
+    job = v * planes + plane
+    a, b = ptr[v], ptr[v + 1]
+    # This plane's runs, by line: the plane's lines are contiguous.
+    lo = a + np.searchsorted(lines[a:b], plane * n2)
+    hi = a + np.searchsorted(lines[a:b], (plane + 1) * n2)
+    if not write:
+        at[job] = 0
+    if lo == hi:
+        return
+    line_at, low, high = scratch[0], scratch[1], scratch[2]
+    single = _plane_lines(lines, starts, stops, lo, hi, plane, n2, n3, line_at, low, high)
+    if single:
+        _hull_lines(job, v, plane, n2, first, final, line_at, low, high, scratch[3],
+                    scratch[4], at, olines, ostarts, ostops, write)  # fmt: skip
+    else:
+        _bit_lines(job, v, plane, n2, n3, first, final, line_at, starts, stops, bits,
+                   window, at, olines, ostarts, ostops, write)  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
