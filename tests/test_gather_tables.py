@@ -34,3 +34,29 @@ def test_an_axis_left_alone_is_untouched_and_a_subset_matches_the_reference(rng)
     out = gaussian_blur(image, sigma, axes=(1, 2), mode="crop", backend="numba")
     expected = gaussian_blur(image, sigma, axes=(1, 2), mode="crop", backend="reference")
     np.testing.assert_allclose(out, expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("shape", "mode", "per_axis", "expected"),
+    [
+        ((40, 40), "reflect", False, [-1, -1, 1]),  # a 2-D map's leading axis blurs nothing
+        ((9, 30, 30), "reflect", False, [-1, 0, 0]),
+        ((9, 30, 30), "crop", False, [-1, -1, 1]),  # crop caps axis 0's radii at 8, not 29
+        ((9, 30, 30), "reflect", True, [-1, -1, -1]),  # three maps: nothing to share
+    ],
+)
+def test_axes_share_radii_and_tables_only_with_the_same_map_and_cap(
+    rng, shape, mode, per_axis, expected
+):
+    """An isotropic map's axes take the first one's radii and table (the bit-for-bit
+    test above checks what they blur); an axis capped otherwise, or with its own map,
+    runs its own recurrence."""
+    from napari_varblur.backends.numba.tiles import map_arguments
+    from napari_varblur.core.spec import BlurSpec
+    from napari_varblur.core.taps import map_plan
+
+    sigma = rng.uniform(0.5, 3.5, shape)
+    if per_axis:
+        sigma = np.stack([sigma] * len(shape), axis=-1)
+    spec = BlurSpec.from_args(rng.random(shape), sigma, mode=mode, backend="numba")
+    np.testing.assert_array_equal(map_arguments(spec, map_plan(spec)).shares, expected)

@@ -97,7 +97,7 @@ from napari_varblur import backends, gaussian_blur
 from napari_varblur.engine import compiling, warmup
 from napari_varblur.backends import numba as nb
 
-KERNELS = {name: v for m in (nb.band_runs, nb.bands, nb.common, nb.gathers,
+KERNELS = {name: v for m in (nb.band_runs, nb.bands, nb.common, nb.gathers, nb.tiles,
            nb.masked_passes, nb.passes, nb.weights) for name, v in vars(m).items()
            if isinstance(v, numba.core.dispatcher.Dispatcher)}
 

@@ -2,7 +2,8 @@
 
 Split by job: :mod:`.passes` (global sigma, fused and masked sweeps), :mod:`.gathers`
 (sigma maps, 1-3 axes specialised and the generic N-D kernel), :mod:`.bands` (sigma
-levels computed only where the map uses them), :mod:`.weights` (the
+levels computed only where the map uses them), :mod:`.tiles` (a map tile's
+per-pixel weights, for the gather and the scatter), :mod:`.weights` (the
 Gaussian recurrence and the radius rule in the kernels) and :mod:`.common` (flags,
 arrays, thread safety).  Parallel kernels run under a lock when Numba's threading layer
 is not threadsafe (``workqueue``), so napari's worker threads and dask's threaded
@@ -20,7 +21,17 @@ from ...core.rules import share_floor
 from ...core.spec import BlurSpec
 from ...core.taps import AxisPass, global_plan, global_radius, map_plan
 from ..base import Backend, Bands
-from . import band_runs, bands, common, gathers, masked_passes, passes, scatters, weights
+from . import (
+    band_runs,
+    bands,
+    common,
+    gathers,
+    masked_passes,
+    passes,
+    scatters,
+    tiles,
+    weights,
+)
 
 
 def describe() -> str:
@@ -33,9 +44,10 @@ def device_name() -> str:
 
 def compiles() -> int:
     """How many kernels this process compiled so far (not read from Numba's cache)."""
+    modules = (band_runs, bands, common, gathers, masked_passes, passes, scatters, tiles, weights)
     kernels = [
         v
-        for module in (band_runs, bands, common, gathers, masked_passes, passes, scatters, weights)
+        for module in modules
         for v in vars(module).values()
         if isinstance(v, numba.core.dispatcher.Dispatcher)
     ]

@@ -12,14 +12,12 @@ than three blurred axes run the generic N-D kernel.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
 
 from ...core.masking import numerator
 from ...core.rules import share_floor
-from ...core.shapes import unbroadcast
 from ...core.spec import BlurSpec
 from ...core.taps import (
     MapAxis,
@@ -30,7 +28,8 @@ from ...core.taps import (
     working_layout,
 )
 from .common import FAST, kernel_array, parallel_section
-from .weights import _gauss_table, _radius_exponent, _range
+from .tiles import TILE, _scratch3d, _tile_weights, map_arguments
+from .weights import _gauss_table, _range
 
 
 def masked_map(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None:
@@ -89,6 +88,7 @@ def varying_blur(x, spec, plan, padded=None, flags=None) -> np.ndarray:
             *m.wide,
             *m.narrow,
             m.flags,
+            m.shares,
             spec.truncate,
             finite,
             flags,
@@ -98,43 +98,6 @@ def varying_blur(x, spec, plan, padded=None, flags=None) -> np.ndarray:
             target,
         )
     return from_working_layout(out, x.shape, spec.axes)
-
-
-_ZERO_MAP = np.zeros((1, 1, 1, 1), np.float64)
-
-
-class MapArguments(NamedTuple):
-    """What the 3-D map kernels (gather and scatter) take for a plan of 1-3 axes, run
-    as 3-D with untouched leading axes: per axis its pad, crop flag, radius cap, the
-    map as float64 (``wide``) or float32 (``narrow``) and the map's flags."""
-
-    pads: np.ndarray
-    crops: np.ndarray
-    limits: np.ndarray
-    wide: list
-    narrow: list
-    flags: np.ndarray
-
-
-def map_arguments(spec, plan) -> MapArguments:
-    missing = 3 - len(plan)
-    # An isotropic map is converted once and serves every axis.
-    compact = [_compact_map(m.sigma, spec.shape, spec.axes, missing)
-               for m in (plan[:1] if spec.isotropic else plan)]  # fmt: skip
-    maps = [(_ZERO_MAP, np.zeros(4, np.int64))] * missing + compact * (
-        len(plan) if spec.isotropic else 1
-    )
-    # float32 maps go in as they are (no float64 copy), float64 maps likewise: each axis
-    # gets one array of each type, the unused one a 1-element stand-in.
-    is32 = [[int(m.dtype == np.float32)] for m, _ in maps]
-    return MapArguments(
-        np.array([0] * missing + [m.pad for m in plan], np.int64),
-        np.array([True] * missing + [m.crop for m in plan], np.bool_),
-        np.array([0] * missing + [m.limit for m in plan], np.int64),
-        [m if m.dtype == np.float64 else _ZERO_MAP for m, _ in maps],
-        [m if m.dtype == np.float32 else _ZERO_MAP32 for m, _ in maps],
-        np.hstack([np.stack([f for _, f in maps]), np.array(is32, np.int64)]),
-    )
 
 
 def _holes(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -149,30 +112,6 @@ def _holes(flags: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     row, positions = np.nonzero(flags.reshape(rows, columns) == 0)
     starts = np.concatenate(([0], np.cumsum(np.bincount(row, minlength=rows))))
     return starts.astype(np.int64), positions.astype(np.int64)
-
-
-_ZERO_MAP32 = np.zeros((1, 1, 1, 1), np.float32)
-
-
-def _compact_map(sigma, shape, axes, missing: int) -> tuple[np.ndarray, np.ndarray]:
-    """A sigma map as a C-contiguous float32 or float64 array (the spec widened every
-    other dtype to float64) in the 3-D working layout, without its broadcast axes, and
-    the 0/1 flags that say which working axes it varies along.
-
-    Two array types for every map dtype and layout (one compiled kernel takes both), and
-    no copy of a C-contiguous map or of the broadcast axes.
-    """
-    full = sigma if sigma.shape == tuple(shape) else np.broadcast_to(sigma, shape)
-    compact = unbroadcast(full)  # length 1 where the map does not vary
-    work = working_layout(compact, axes)
-    batch = int(np.prod([shape[a] for a in range(len(shape)) if a not in axes], dtype=np.int64))
-    if work.shape[0] not in (1, batch):  # some batch axes vary, others do not
-        work = working_layout(np.broadcast_to(compact, shape), axes)
-    work = work.reshape(work.shape[:1] + (1,) * missing + work.shape[1:])
-    target = (batch,) + (1,) * missing + tuple(shape[a] for a in axes)
-    flags = np.array([int(c == t and t > 1) for c, t in zip(work.shape, target)], np.int64)
-    dtype = np.float32 if work.dtype == np.float32 else np.float64
-    return kernel_array(work, dtype), flags
 
 
 def _generic_varying(padded, shape, x, spec, plan, out) -> None:
@@ -206,11 +145,6 @@ def _padded(work: np.ndarray, plan: list[MapAxis]) -> np.ndarray:
     return kernel_array(padded, work.dtype)
 
 
-#: Neighbouring pixels along the last axis blurred together, one per vector lane: each
-#: tile sums the window of its largest radius, with zero weights beyond each pixel's own.
-TILE = 128
-
-
 @njit(cache=True, nogil=True, fastmath=FAST)
 def _axpy(acc, weights, values, start, width):  # pragma: no cover - jitted
     """acc[v] += weights[v] * values[start + v] for v < width.
@@ -237,24 +171,6 @@ def _row_taps(part, w, first, taps, line, start, width):  # pragma: no cover - j
         t += 4
     for u in range(t, taps):
         _axpy(part, w[first + u], line, start + u, width)
-
-
-@njit(cache=True, nogil=True, inline="always", error_model="numpy")
-def _tile_axis(
-    s, s32, f, a, b, i, j, m0, width, crop, limit, truncate, n, rad, lo, hi, hs
-):  # pragma: no cover
-    """Each lane's radius, h and counted range on axis ``a`` (0, 1, 2) of the tile;
-    ``s``/``s32`` is the axis's compact map (float64 or float32 as ``f[4]`` says) and
-    ``f[:4]`` its broadcast flags.  The sigma is widened to float64 exactly."""
-    for v in range(width):
-        m = m0 + v
-        at = (b * f[0], i * f[1], j * f[2], m * f[3])
-        sigma = np.float64(s32[at]) if f[4] else s[at]
-        r, h = _radius_exponent(sigma, truncate, limit)
-        rad[a, v] = r
-        hs[a, v] = h
-        position = i if a == 0 else j if a == 1 else m
-        lo[a, v], hi[a, v] = _range(r, position, n, crop)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -419,6 +335,7 @@ def _varying3d(
     t1,
     t2,
     flags,
+    shares,
     truncate,
     finite,
     valid,
@@ -428,8 +345,8 @@ def _varying3d(
     out,
 ):  # pragma: no cover
     """The map blur of 1-3 axes in the working layout ``(B, n0, n1, n2)``: one job per
-    line along ``n2``, tiles of ``TILE`` pixels along it summed over their shared
-    window (:func:`_tile3d`)."""
+    line along ``n2``, tiles of ``TILE`` pixels along it (their weights from
+    :func:`~.tiles._tile_weights`) summed over their shared window (:func:`_tile3d`)."""
     nb, n0, n1, n2 = out.shape
     n = np.array([n0, n1, n2], np.int64)
     tiles = (n2 + TILE - 1) // TILE
@@ -442,59 +359,23 @@ def _varying3d(
         for tile in range(tiles):
             m0 = tile * TILE
             width = min(TILE, n2 - m0)
-            rad, lo, hi, hs = scratch[8], scratch[9], scratch[10], scratch[11]
-            for a, sa, ta in ((0, s0, t0), (1, s1, t1), (2, s2, t2)):
-                if pads[a] > 0:  # (an axis no pixel blurs kept _scratch3d's zeros)
-                    _tile_axis(sa, ta, flags[a], a, b, i, j, m0, width, crops[a], limits[a],
-                               truncate, n[a], rad, lo, hi, hs)  # fmt: skip
+            _tile_weights(s0, s1, s2, t0, t1, t2, flags, shares, pads, crops, limits,
+                          truncate, n, b, i, j, m0, width, scratch)  # fmt: skip
             _tile3d(xp, valid, rows, holes, b, i, j, m0, width, pads, finite, floor, scratch)
             acc, den = scratch[4], scratch[3]
             for v in range(width):
                 out[b, i, j, m0 + v] = acc[v] / den[v]
 
 
-@njit(cache=True, nogil=True)
-def _scratch3d(pads, width_max, out):  # pragma: no cover - jitted
-    """One line's scratch: the three axes' weight tables ``w0, w1, w2``, the tile's sums
-    ``den, acc, mid, part``, its pixels' radius, window and exponent per axis ``rad, lo,
-    hi, hs``, the tables' scratch rows, the masked sums and the tables' reach.  An axis
-    of padding 0 gets the identity: a table of ones, radius, window and reach 0."""
-    return (
-        np.ones((2 * pads[0] + 1, width_max), np.float64),
-        np.ones((2 * pads[1] + 1, width_max), np.float64),
-        np.ones((2 * pads[2] + 1, width_max), out.dtype),
-        np.empty(width_max, np.float64),
-        np.empty(width_max, np.float64),
-        np.empty(width_max, np.float64),
-        np.empty(width_max, out.dtype),
-        np.empty((4, width_max), np.float64),
-        np.zeros((3, width_max), np.int64),
-        np.zeros((3, width_max), np.int64),
-        np.zeros((3, width_max), np.int64),
-        np.zeros((3, width_max), np.float64),
-        np.empty((4, width_max), np.float64),
-        np.zeros(3, np.int64),
-    )
-
-
 @njit(cache=True, nogil=True, error_model="numpy")
 def _tile3d(
     xp, valid, rows, holes, b, i, j, m0, width, pads, finite, floor, scratch
 ):  # pragma: no cover
-    """One tile's weight tables, then its sums into ``acc`` and ``den``: over the valid
-    taps (a mask), over the shared window (finite values), or pixel by pixel over each
-    pixel's own window (a NaN or inf nearby must reach only the pixels it reaches)."""
-    w0, w1, w2, den, acc, mid, part, tmp, rad, lo, hi, hs, sums, bigs = scratch
-    den[:width] = 1.0
-    # An axis no pixel blurs (padding 0: a 2-D blur's leading axis) keeps the identity
-    # table _scratch3d made: no radii, no recurrence.
-    for a, table in ((0, w0), (1, w1)):
-        if pads[a] > 0:
-            bigs[a] = _gauss_table(table, pads[a], rad[a], hs[a], lo[a], hi[a], width, den,
-                                   tmp[0], tmp[1], tmp[2], tmp[3])  # fmt: skip
-    if pads[2] > 0:
-        bigs[2] = _gauss_table(w2, pads[2], rad[2], hs[2], lo[2], hi[2], width, den,
-                               tmp[0], tmp[1], tmp[2], tmp[3])  # fmt: skip
+    """One tile's sums into ``acc`` and ``den`` (which holds the lanes' normalisers):
+    over the valid taps (a mask), over the shared window (finite values), or pixel by
+    pixel over each pixel's own window (a NaN or inf nearby must reach only the pixels
+    it reaches)."""
+    w0, w1, w2, den, acc, mid, part, _, _, lo, hi, _, sums, bigs = scratch
     if valid is not None:  # (pruned at compile time where valid is None)
         full = sums[3]  # the kernel's weight sum: the valid share is den / full
         full[:width] = den[:width]

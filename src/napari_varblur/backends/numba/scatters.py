@@ -3,7 +3,7 @@
 The gather sums, for each output pixel, its window of the image extended by the mode,
 with the pixel's own weights over its own normaliser.  Its transpose runs the same tiles
 the other way: a tile's pixels (lanes) spread ``y / den`` with their own weight tables
-(the gather's, from the same recurrence: :func:`~.weights._gauss_table`) into the
+(the gather's, set up the same way: :func:`~.tiles._tile_weights`) into the
 extended image, in the precision (as the gather sums), vectorised across lanes exactly
 as the gather reads (:func:`_add_product`: one row of lanes per tap); the extension is
 then folded back (a tap that read a reflected pixel adds to it; crop's and constant
@@ -23,8 +23,7 @@ from numba import njit, prange
 from ...core.spec import BlurSpec
 from ...core.taps import fold_into_middle, from_working_layout, map_plan, working_layout
 from .common import FAST, kernel_array, parallel_section
-from .gathers import TILE, _scratch3d, _tile_axis, map_arguments
-from .weights import _gauss_table
+from .tiles import TILE, _scratch3d, _tile_weights, map_arguments
 
 
 def scatter(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray | None:
@@ -45,8 +44,8 @@ def scatter(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndar
     like = np.empty(1, dtype)  # the gather's last-axis table is in the precision
     with parallel_section():
         for jobs in _phases(y.shape[0], y.shape[1 + axis], int(pads[axis])):
-            _scatter3d(y, ext, like, *m.wide, *m.narrow, m.flags, pads, m.crops, m.limits,
-                       spec.truncate, axis, jobs)  # fmt: skip
+            _scatter3d(y, ext, like, *m.wide, *m.narrow, m.flags, m.shares, pads, m.crops,
+                       m.limits, spec.truncate, axis, jobs)  # fmt: skip
     out = ext.reshape((work.shape[0],) + ext.shape[1 + missing :])
     for i, m in reversed(list(enumerate(plan))):
         out = fold_into_middle(out, 1 + i, m.source(), m.n, m.pad)
@@ -65,8 +64,8 @@ def _phases(nb: int, n: int, pad: int) -> list[np.ndarray]:
 
 
 @njit(parallel=True, cache=True, nogil=True, error_model="numpy")
-def _scatter3d(y, ext, like, s0, s1, s2, t0, t1, t2, flags, pads, crops, limits, truncate,
-               axis, jobs):  # pragma: no cover  # fmt: skip
+def _scatter3d(y, ext, like, s0, s1, s2, t0, t1, t2, flags, shares, pads, crops, limits,
+               truncate, axis, jobs):  # pragma: no cover  # fmt: skip
     """Job ``(b, lo, hi)`` of ``jobs`` spreads batch ``b``'s pixels with ``lo <= i < hi``
     on ``axis`` of ``y`` (``(B, n0, n1, n2)``) into ``ext`` (extended by ``pads``)."""
     _, n0, n1, n2 = y.shape
@@ -75,7 +74,6 @@ def _scatter3d(y, ext, like, s0, s1, s2, t0, t1, t2, flags, pads, crops, limits,
     for job in prange(jobs.shape[0]):
         b, lo, hi = jobs[job, 0], jobs[job, 1], jobs[job, 2]
         scratch = _scratch3d(pads, width_max, like)
-        rad, los, his, hs = scratch[8], scratch[9], scratch[10], scratch[11]
         start, stop = np.zeros(3, np.int64), n.copy()
         start[axis], stop[axis] = lo, hi
         for i in range(start[0], stop[0]):
@@ -83,24 +81,17 @@ def _scatter3d(y, ext, like, s0, s1, s2, t0, t1, t2, flags, pads, crops, limits,
                 for m0 in range(start[2] - start[2] % TILE, stop[2], TILE):
                     m0 = max(m0, start[2])
                     width = min(TILE, stop[2] - m0)
-                    for a, sa, ta in ((0, s0, t0), (1, s1, t1), (2, s2, t2)):
-                        _tile_axis(sa, ta, flags[a], a, b, i, j, m0, width, crops[a], limits[a],
-                                   truncate, n[a], rad, los, his, hs)  # fmt: skip
+                    _tile_weights(s0, s1, s2, t0, t1, t2, flags, shares, pads, crops, limits,
+                                  truncate, n, b, i, j, m0, width, scratch)  # fmt: skip
                     _push_tile(y, ext, b, i, j, m0, width, pads, scratch)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _push_tile(y, ext, b, i, j, m0, width, pads, scratch):  # pragma: no cover - jitted
-    """One tile: the lanes' weight tables and normalisers (as the gather's), then each
+    """One tile, its weight tables and normalisers set up (as the gather's): each
     lane's ``y / den`` spread over its window, vectorised across lanes where every lane
     is finite, lane by lane over its own window where one is not."""
-    w0, w1, w2, den, c, _, mid, tmp, rad, lo, hi, hs, _, bigs = scratch  # mid: precision
-    den[:width] = 1.0
-    for a, table in ((0, w0), (1, w1)):
-        bigs[a] = _gauss_table(table, pads[a], rad[a], hs[a], lo[a], hi[a], width, den,
-                               tmp[0], tmp[1], tmp[2], tmp[3])  # fmt: skip
-    bigs[2] = _gauss_table(w2, pads[2], rad[2], hs[2], lo[2], hi[2], width, den,
-                           tmp[0], tmp[1], tmp[2], tmp[3])  # fmt: skip
+    w0, w1, w2, den, c, _, mid, _, rad, _, _, _, _, bigs = scratch  # mid: precision
     finite = True
     for v in range(width):
         c[v] = y[b, i, j, m0 + v] / den[v]
