@@ -264,3 +264,19 @@ def test_a_level_transpose_reuses_its_mixes_only_for_the_same_map():
     del levels, weights, kept, first, levels_r, kept_r  # a deblur returns: nothing kept
     gc.collect()
     assert transpose._LAST == [None, None, None]
+
+
+@pytest.mark.parametrize("backend", FAST_BACKENDS)
+def test_float32_level_transpose_within_float32_rounding_of_float64(backend):
+    """The level transpose adds its levels up in the precision, as the forward mix does:
+    on every level route, float32 stays within float32 rounding of float64."""
+    rng = np.random.default_rng(12)
+    y = rng.random((40, 36)) * 1000
+    sigma = np.broadcast_to(np.linspace(0.5, 4.0, y.shape[1]), y.shape)
+    spec = _spec(y, sigma, mode="reflect", tolerance=1e-3, backend=backend, model="scatter")
+    for name, chosen in _routes(spec, backend).items():
+        hi = router.blur(spec, chosen=chosen)
+        lo = router.blur(replace(spec, image=y.astype(np.float32), precision="float32"),
+                         chosen=chosen)  # fmt: skip
+        assert lo.dtype == np.float32, name
+        np.testing.assert_allclose(lo, hi, rtol=0, atol=1e-5 * y.max() * 10, err_msg=name)

@@ -82,8 +82,10 @@ def level_scatter(spec: BlurSpec, levels: LevelPlan, backend: Backend) -> np.nda
     the box of pixels that mix it (and, after the passes, what that box reaches)."""
     dtype = np.dtype(spec.precision)
     y = spec.image.astype(dtype, copy=False)
-    mixes, tables, kept = _prepared(spec, levels, dtype)
-    out = np.zeros(spec.shape, np.float64)
+    mixes, tables, kept, reads = _prepared(spec, levels, dtype)
+    # The levels add up in the precision, as the forward mix does (a float64 sum cost a
+    # third of a 1024² float32 deblur's iteration, converting every level's box).
+    out = np.zeros(spec.shape, dtype)
     # A backend that compiles per shape gets whole images (as the walk gives it).
     whole = backend.whole_image_levels
     if levels.diagonal:
@@ -95,11 +97,12 @@ def level_scatter(spec: BlurSpec, levels: LevelPlan, backend: Backend) -> np.nda
             weight = kept.get(key) or _weight(box, k, t, level, dtype)
             if key not in kept and _room(kept, weight, spec.image.size):
                 kept[key] = weight
-            _add_level(out, y, box, weight, [(table, level) for table in tables], backend)
-        return out.astype(dtype)
+            passes = [(table, level) for table in tables]
+            _add_level(out, y, box, weight, passes, backend, reads)
+        return out
     spans = [_spans(k, t is not None, len(lv), whole) for (k, t), lv in zip(mixes, levels.levels)]
-    _per_axis(out, y, 0, [], mixes, spans, tables, backend)
-    return out.astype(dtype)
+    _per_axis(out, y, 0, [], mixes, spans, tables, backend, reads)
+    return out
 
 
 #: The last level transpose's levels (held weakly), key (map tuple, shape, precision)
@@ -128,7 +131,7 @@ def _prepared(spec: BlurSpec, levels: LevelPlan, dtype: np.dtype):
     mixes = [lv.locate(s, dtype) for lv, s in list(zip(levels.levels, sigma))[:axes]]
     tables = [level_table(spec, i, lv, np.arange(len(lv)), dtype)
               for i, lv in enumerate(levels.levels)]  # fmt: skip
-    value = (mixes, tables, {})
+    value = (mixes, tables, {}, {})
     with _LAST_LOCK:
         _LAST[:] = [weakref.ref(levels, _forget), key, value]
     return value
@@ -141,7 +144,7 @@ def _forget(owner: weakref.ref) -> None:
             _LAST[:] = [None, None, None]
 
 
-def _per_axis(out, y, depth, chosen, mixes, spans, tables, backend) -> None:
+def _per_axis(out, y, depth, chosen, mixes, spans, tables, backend, reads) -> None:
     """Every combination of the axes' levels (a tensor product of per-axis mixes), its
     weight the product of the pixels' per-axis weights; combinations whose boxes do not
     meet are skipped."""
@@ -150,11 +153,11 @@ def _per_axis(out, y, depth, chosen, mixes, spans, tables, backend) -> None:
         box = tuple(slice(max(s.start for s in b), min(s.stop for s in b)) for b in zip(*own))
         if all(s.start < s.stop for s in box):
             w = _box_weight(box, [(*mixes[d], level) for d, (_, level) in enumerate(chosen)])
-            _add_level(out, y, box, (w != 0, w), chosen, backend)
+            _add_level(out, y, box, (w != 0, w), chosen, backend, reads)
         return
     for level in range(len(tables[depth].used)):
         _per_axis(out, y, depth + 1, [*chosen, (tables[depth], level)], mixes, spans, tables,
-                  backend)  # fmt: skip
+                  backend, reads)  # fmt: skip
 
 
 def _spans(k: np.ndarray, mixed: bool, count: int, whole: bool) -> list[list[slice]]:
@@ -202,23 +205,24 @@ def _box_weight(box, weights) -> np.ndarray:
     return w
 
 
-def _add_level(out, y, box, weight, passes: list[tuple[LevelTable, int]], backend) -> None:
+def _add_level(out, y, box, weight, passes: list[tuple[LevelTable, int]], backend, reads) -> None:
     """``out += P_1^T .. P_k^T (w * y)`` for the pixels of ``box``; ``weight`` is
-    ``(w != 0, w)`` over the box (:func:`_box_weight`)."""
+    ``(w != 0, w)`` over the box (:func:`_box_weight`); ``reads`` keeps the passes'
+    reading plans (:func:`_reading`)."""
     if not all(s.start < s.stop for s in box):
         return
     nonzero, w = weight
     with np.errstate(invalid="ignore"):
         # `where`, not a product: a NaN the pixel does not mix must not spread.
-        z = np.where(nonzero, w * y[box], 0.0).astype(y.dtype)
+        z = np.where(nonzero, w * y[box], 0.0).astype(y.dtype, copy=False)
     box = list(box)
     for table, j in passes:
         if table.passes[j] is not None:  # else the axis is untouched at this level
-            z, box[table.axis] = _pass_t(backend, z, table, j, box[table.axis])
+            z, box[table.axis] = _pass_t(backend, z, table, j, box[table.axis], reads)
     out[tuple(box)] += z
 
 
-def _pass_t(backend, z, table: LevelTable, j: int, span: slice):
+def _pass_t(backend, z, table: LevelTable, j: int, span: slice, reads: dict):
     """Level ``j``'s pass along ``table.axis`` transposed, for ``z`` nonzero only over
     ``span`` of the axis: the new values and the span they cover."""
     a, taps, lo, hi = table.axis, int(table.taps[j]), span.start, span.stop
@@ -229,13 +233,25 @@ def _pass_t(backend, z, table: LevelTable, j: int, span: slice):
         return full.astype(z.dtype), slice(0, table.n)
     if table.mode.crop:
         z = z * np.reshape(scale, _along(a, z.ndim, hi - lo)).astype(z.dtype)
-    src = table.src[j]
+    key = (a, j, lo, hi)  # a deblur transposes the same spans every iteration
+    if key not in reads:
+        reads[key] = _reading(table, j, lo, hi)
+    local, first, last, weights, ones = reads[key]
+    new = backend.correlate(z, a, local, 0.0, weights, ones)
+    return np.asarray(new, z.dtype), slice(first, last)
+
+
+def _reading(table: LevelTable, j: int, lo: int, hi: int) -> tuple:
+    """The forward pass that is level ``j``'s symmetric pass transposed for values
+    nonzero over ``lo .. hi - 1`` of the axis: its source indices into them (-1: a 0),
+    the span ``first .. last - 1`` of the outputs that read them, its weights and unit
+    scale."""
+    taps, src = int(table.taps[j]), table.src[j]
     inside = (src >= lo) & (src < hi)
     reads = np.flatnonzero(inside)  # extended positions that read the box
     first, last = max(int(reads[0]) - taps + 1, 0), min(int(reads[-1]) + 1, table.n)
     local = np.where(inside, src - lo, -1)[first : last + taps - 1]
-    new = backend.correlate(z, a, local, 0.0, table.weights[j, :taps], np.ones(last - first))
-    return np.asarray(new, z.dtype), slice(first, last)
+    return local, first, last, table.weights[j, :taps], np.ones(last - first)
 
 
 def _along(axis: int, ndim: int, n: int) -> tuple[int, ...]:
