@@ -33,7 +33,8 @@ def rl_step(p: Problem, x: np.ndarray, tv: Callable[[np.ndarray], np.ndarray] | 
     correction = p.adjoint(divide(p.observed, p.forward(x)))
     denominator = p.norm
     if tv is not None:
-        denominator = np.maximum(p.norm - tv(x), TV_FLOOR * p.norm)
+        denominator = p.norm - tv(x)
+        np.maximum(denominator, TV_FLOOR * p.norm, out=denominator)
     return flush(divide(x * correction, denominator).astype(p.dtype, copy=False))
 
 
@@ -56,21 +57,36 @@ def tv_term(axes: Sequence[int], spacing: Sequence[float], weight: float):
     1e-6 of the estimate's largest value, so flat regions give 0, not 0 / 0."""
 
     def term(x: np.ndarray) -> np.ndarray:
-        grads = []
-        for axis, d in zip(axes, spacing):
-            g = np.zeros_like(x)
-            _at(g, axis, slice(None, -1))[...] = np.diff(x, axis=axis) / d
-            grads.append(g)
+        # In place where it can be: a 1024² float32 term took 17 ms with a temporary
+        # per operation, as much as a third of a blur.
+        grads = [_forward_difference(x, axis, d) for axis, d in zip(axes, spacing)]
         floor = 1e-6 * max(float(np.max(x, initial=0.0)), np.finfo(x.dtype).tiny)
-        size = np.sqrt(sum(g * g for g in grads) + floor * floor)
+        size = np.full_like(x, floor * floor)
+        square = np.empty_like(x)
+        for g in grads:
+            size += np.multiply(g, g, out=square)
+        np.sqrt(size, out=size)
         div = np.zeros_like(x)
         for axis, d, g in zip(axes, spacing, grads):
-            unit = g / size
-            # The last unit is 0 (no flux out), so the roll brings 0 in at the start.
-            div += (unit - np.roll(unit, 1, axis=axis)) / d
-        return weight * div
+            unit = np.divide(g, size, out=g)
+            unit /= d
+            # The backward difference; the last unit is 0 (no flux out of the border).
+            div += unit
+            _at(div, axis, slice(1, None))[...] -= _at(unit, axis, slice(None, -1))
+        div *= weight
+        return div
 
     return term
+
+
+def _forward_difference(x: np.ndarray, axis: int, d: float) -> np.ndarray:
+    """``(x[i + 1] - x[i]) / d`` along ``axis``, 0 at the last index."""
+    g = np.empty_like(x)
+    np.subtract(_at(x, axis, slice(1, None)), _at(x, axis, slice(None, -1)),
+                out=_at(g, axis, slice(None, -1)))  # fmt: skip
+    _at(g, axis, slice(-1, None))[...] = 0
+    g /= d
+    return g
 
 
 def _at(x: np.ndarray, axis: int, index) -> np.ndarray:
