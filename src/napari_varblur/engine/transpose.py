@@ -82,7 +82,7 @@ def level_scatter(spec: BlurSpec, levels: LevelPlan, backend: Backend) -> np.nda
     the box of pixels that mix it (and, after the passes, what that box reaches)."""
     dtype = np.dtype(spec.precision)
     y = spec.image.astype(dtype, copy=False)
-    mixes, tables, kept, reads = _prepared(spec, levels, dtype)
+    mixes, tables, kept, memo = _prepared(spec, levels, dtype)
     # The levels add up in the precision, as the forward mix does (a float64 sum cost a
     # third of a 1024² float32 deblur's iteration, converting every level's box).
     out = np.zeros(spec.shape, dtype)
@@ -90,7 +90,8 @@ def level_scatter(spec: BlurSpec, levels: LevelPlan, backend: Backend) -> np.nda
     whole = backend.whole_image_levels
     if levels.diagonal:
         k, t = mixes[0]
-        spans = _spans(k, t is not None, len(levels.levels[0]), whole)
+        count = len(levels.levels[0])
+        spans = _memo(memo, ("spans", whole), lambda: _spans(k, t is not None, count, whole))
         for level in range(len(levels.levels[0])):
             box = tuple(spans[level])
             key = (level, *((s.start, s.stop) for s in box))  # (slices hash from 3.12 on)
@@ -98,10 +99,15 @@ def level_scatter(spec: BlurSpec, levels: LevelPlan, backend: Backend) -> np.nda
             if key not in kept and _room(kept, weight, spec.image.size):
                 kept[key] = weight
             passes = [(table, level) for table in tables]
-            _add_level(out, y, box, weight, passes, backend, reads)
+            _add_level(out, y, box, weight, passes, backend, memo)
         return out
-    spans = [_spans(k, t is not None, len(lv), whole) for (k, t), lv in zip(mixes, levels.levels)]
-    _per_axis(out, y, 0, [], mixes, spans, tables, backend, reads)
+    pairs = list(zip(mixes, levels.levels))
+
+    def per_axis_spans():
+        return [_spans(k, t is not None, len(lv), whole) for (k, t), lv in pairs]
+
+    spans = _memo(memo, ("spans", whole), per_axis_spans)
+    _per_axis(out, y, 0, [], mixes, spans, tables, backend, memo)
     return out
 
 
@@ -144,7 +150,7 @@ def _forget(owner: weakref.ref) -> None:
             _LAST[:] = [None, None, None]
 
 
-def _per_axis(out, y, depth, chosen, mixes, spans, tables, backend, reads) -> None:
+def _per_axis(out, y, depth, chosen, mixes, spans, tables, backend, memo) -> None:
     """Every combination of the axes' levels (a tensor product of per-axis mixes), its
     weight the product of the pixels' per-axis weights; combinations whose boxes do not
     meet are skipped."""
@@ -153,11 +159,19 @@ def _per_axis(out, y, depth, chosen, mixes, spans, tables, backend, reads) -> No
         box = tuple(slice(max(s.start for s in b), min(s.stop for s in b)) for b in zip(*own))
         if all(s.start < s.stop for s in box):
             w = _box_weight(box, [(*mixes[d], level) for d, (_, level) in enumerate(chosen)])
-            _add_level(out, y, box, (w != 0, w), chosen, backend, reads)
+            _add_level(out, y, box, (w != 0, w), chosen, backend, memo)
         return
     for level in range(len(tables[depth].used)):
         _per_axis(out, y, depth + 1, [*chosen, (tables[depth], level)], mixes, spans, tables,
-                  backend, reads)  # fmt: skip
+                  backend, memo)  # fmt: skip
+
+
+def _memo(memo: dict, key, make):
+    """``memo[key]``, made by ``make()`` the first time: what follows from the prepared
+    mixes and tables alone (spans, passes' reading plans), the same every iteration."""
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
 
 
 def _spans(k: np.ndarray, mixed: bool, count: int, whole: bool) -> list[list[slice]]:
@@ -205,10 +219,9 @@ def _box_weight(box, weights) -> np.ndarray:
     return w
 
 
-def _add_level(out, y, box, weight, passes: list[tuple[LevelTable, int]], backend, reads) -> None:
+def _add_level(out, y, box, weight, passes: list[tuple[LevelTable, int]], backend, memo) -> None:
     """``out += P_1^T .. P_k^T (w * y)`` for the pixels of ``box``; ``weight`` is
-    ``(w != 0, w)`` over the box (:func:`_box_weight`); ``reads`` keeps the passes'
-    reading plans (:func:`_reading`)."""
+    ``(w != 0, w)`` over the box (:func:`_box_weight`); ``memo``: see :func:`_memo`."""
     if not all(s.start < s.stop for s in box):
         return
     nonzero, w = weight
@@ -218,11 +231,11 @@ def _add_level(out, y, box, weight, passes: list[tuple[LevelTable, int]], backen
     box = list(box)
     for table, j in passes:
         if table.passes[j] is not None:  # else the axis is untouched at this level
-            z, box[table.axis] = _pass_t(backend, z, table, j, box[table.axis], reads)
+            z, box[table.axis] = _pass_t(backend, z, table, j, box[table.axis], memo)
     out[tuple(box)] += z
 
 
-def _pass_t(backend, z, table: LevelTable, j: int, span: slice, reads: dict):
+def _pass_t(backend, z, table: LevelTable, j: int, span: slice, memo: dict):
     """Level ``j``'s pass along ``table.axis`` transposed, for ``z`` nonzero only over
     ``span`` of the axis: the new values and the span they cover."""
     a, taps, lo, hi = table.axis, int(table.taps[j]), span.start, span.stop
@@ -233,10 +246,8 @@ def _pass_t(backend, z, table: LevelTable, j: int, span: slice, reads: dict):
         return full.astype(z.dtype), slice(0, table.n)
     if table.mode.crop:
         z = z * np.reshape(scale, _along(a, z.ndim, hi - lo)).astype(z.dtype)
-    key = (a, j, lo, hi)  # a deblur transposes the same spans every iteration
-    if key not in reads:
-        reads[key] = _reading(table, j, lo, hi)
-    local, first, last, weights, ones = reads[key]
+    reading = _memo(memo, ("reads", a, j, lo, hi), lambda: _reading(table, j, lo, hi))
+    local, first, last, weights, ones = reading
     new = backend.correlate(z, a, local, 0.0, weights, ones)
     return np.asarray(new, z.dtype), slice(first, last)
 

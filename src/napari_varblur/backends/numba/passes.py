@@ -16,6 +16,8 @@ is in :mod:`.masked_passes`.
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 from numba import njit, prange
@@ -44,8 +46,7 @@ def correlate(x, axis: int, source, fill: float, weights, scale) -> np.ndarray:
     ``axis`` (``fill`` where ``source`` is -1), for ``i < len(scale)``: the whole axis
     of a global blur, or a tile's outputs read from a block of the image."""
     dtype = np.dtype(x.dtype)
-    outer = int(np.prod(x.shape[:axis], dtype=np.int64))
-    inner = int(np.prod(x.shape[axis + 1 :], dtype=np.int64))
+    outer, inner = math.prod(x.shape[:axis]), math.prod(x.shape[axis + 1 :])
     lines = kernel_array(x, dtype).reshape(outer, x.shape[axis], inner)
     shape = x.shape[:axis] + (len(scale),) + x.shape[axis + 1 :]
     out = np.empty((outer, len(scale), inner), dtype)
