@@ -23,7 +23,9 @@ from .weights import _gauss_table, _radius_exponent, _range
 
 #: Neighbouring pixels along the last axis blurred together, one per vector lane: each
 #: tile sums the window of its largest radius, with zero weights beyond each pixel's own.
-TILE = 128
+#: 256 rather than 128: 6-12% faster on 2-D maps in [1, 4], [4, 16] and [0.5, 1.5] and the
+#: scatter 15% (Intel Xeon, 2 cores, 2026-12-06); 512 was no faster.
+TILE = 256
 
 _ZERO_MAP = np.zeros((1, 1, 1, 1), np.float64)
 _ZERO_MAP32 = np.zeros((1, 1, 1, 1), np.float32)
