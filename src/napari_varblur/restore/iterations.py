@@ -61,19 +61,20 @@ def tv_term(axes: Sequence[int], spacing: Sequence[float], weight: float):
         # per operation, as much as a third of a blur.
         grads = [_forward_difference(x, axis, d) for axis, d in zip(axes, spacing)]
         floor = 1e-6 * max(float(np.max(x, initial=0.0)), np.finfo(x.dtype).tiny)
-        size = np.full_like(x, floor * floor)
+        size = np.multiply(grads[0], grads[0])  # |grad x| (np.hypot ran 1.5x slower)
         square = np.empty_like(x)
-        for g in grads:
+        for g in grads[1:]:
             size += np.multiply(g, g, out=square)
+        size += floor * floor
         np.sqrt(size, out=size)
         div = np.zeros_like(x)
         for axis, d, g in zip(axes, spacing, grads):
             unit = np.divide(g, size, out=g)
-            unit /= d
+            if weight != d:
+                unit *= weight / d
             # The backward difference; the last unit is 0 (no flux out of the border).
             div += unit
             _at(div, axis, slice(1, None))[...] -= _at(unit, axis, slice(None, -1))
-        div *= weight
         return div
 
     return term
@@ -85,7 +86,8 @@ def _forward_difference(x: np.ndarray, axis: int, d: float) -> np.ndarray:
     np.subtract(_at(x, axis, slice(1, None)), _at(x, axis, slice(None, -1)),
                 out=_at(g, axis, slice(None, -1)))  # fmt: skip
     _at(g, axis, slice(-1, None))[...] = 0
-    g /= d
+    if d != 1:
+        g /= d
     return g
 
 
