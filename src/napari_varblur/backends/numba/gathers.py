@@ -28,7 +28,7 @@ from ...core.taps import (
     working_layout,
 )
 from .common import FAST, kernel_array, parallel_section
-from .tiles import TILE, _scratch3d, _tile_weights, map_arguments
+from .tiles import TILE, _scratch3d, _tile_lanes, _tile_tables, map_arguments
 from .weights import _gauss_table, _range
 
 
@@ -345,8 +345,8 @@ def _varying3d(
     out,
 ):  # pragma: no cover
     """The map blur of 1-3 axes in the working layout ``(B, n0, n1, n2)``: one job per
-    line along ``n2``, tiles of ``TILE`` pixels along it (their weights from
-    :func:`~.tiles._tile_weights`) summed over their shared window (:func:`_tile3d`)."""
+    line along ``n2``, tiles of ``TILE`` pixels along it (their lanes from
+    :func:`~.tiles._tile_lanes`) summed over their shared window (:func:`_tile3d`)."""
     nb, n0, n1, n2 = out.shape
     n = np.array([n0, n1, n2], np.int64)
     tiles = (n2 + TILE - 1) // TILE
@@ -359,9 +359,10 @@ def _varying3d(
         for tile in range(tiles):
             m0 = tile * TILE
             width = min(TILE, n2 - m0)
-            _tile_weights(s0, s1, s2, t0, t1, t2, flags, shares, pads, crops, limits,
-                          truncate, n, b, i, j, m0, width, scratch)  # fmt: skip
-            _tile3d(xp, valid, rows, holes, b, i, j, m0, width, pads, finite, floor, scratch)
+            _tile_lanes(s0, s1, s2, t0, t1, t2, flags, shares, pads, crops, limits,
+                        truncate, n, b, i, j, m0, width, scratch)  # fmt: skip
+            _tile3d(xp, valid, rows, holes, b, i, j, m0, width, pads, shares, finite, floor,
+                    scratch)  # fmt: skip
             acc, den = scratch[4], scratch[3]
             for v in range(width):
                 out[b, i, j, m0 + v] = acc[v] / den[v]
@@ -369,12 +370,13 @@ def _varying3d(
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _tile3d(
-    xp, valid, rows, holes, b, i, j, m0, width, pads, finite, floor, scratch
+    xp, valid, rows, holes, b, i, j, m0, width, pads, shares, finite, floor, scratch
 ):  # pragma: no cover
-    """One tile's sums into ``acc`` and ``den`` (which holds the lanes' normalisers):
-    over the valid taps (a mask), over the shared window (finite values), or pixel by
-    pixel over each pixel's own window (a NaN or inf nearby must reach only the pixels
-    it reaches)."""
+    """One tile's tables and normalisers (:func:`~.tiles._tile_tables`), then its sums
+    into ``acc`` and ``den``: over the valid taps (a mask), over the shared window
+    (finite values), or pixel by pixel over each pixel's own window (a NaN or inf
+    nearby must reach only the pixels it reaches)."""
+    _tile_tables(pads, shares, width, scratch)
     w0, w1, w2, den, acc, mid, part, _, _, lo, hi, _, sums, bigs = scratch
     if valid is not None:  # (pruned at compile time where valid is None)
         full = sums[3]  # the kernel's weight sum: the valid share is den / full

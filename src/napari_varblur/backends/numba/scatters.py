@@ -3,7 +3,7 @@
 The gather sums, for each output pixel, its window of the image extended by the mode,
 with the pixel's own weights over its own normaliser.  Its transpose runs the same tiles
 the other way: a tile's pixels (lanes) spread ``y / den`` with their own weight tables
-(the gather's, set up the same way: :func:`~.tiles._tile_weights`) into the
+(the gather's, set up the same way: :mod:`.tiles`) into the
 extended image, in the precision (as the gather sums), vectorised across lanes exactly
 as the gather reads (:func:`_add_product`: one row of lanes per tap); the extension is
 then folded back (a tap that read a reflected pixel adds to it; crop's and constant
@@ -23,7 +23,7 @@ from numba import njit, prange
 from ...core.spec import BlurSpec
 from ...core.taps import fold_into_middle, from_working_layout, map_plan, working_layout
 from .common import FAST, kernel_array, parallel_section
-from .tiles import TILE, _scratch3d, _tile_weights, map_arguments
+from .tiles import TILE, _scratch3d, _tile_lanes, _tile_tables, map_arguments
 
 
 def scatter(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray | None:
@@ -81,16 +81,17 @@ def _scatter3d(y, ext, like, s0, s1, s2, t0, t1, t2, flags, shares, pads, crops,
                 for m0 in range(start[2] - start[2] % TILE, stop[2], TILE):
                     m0 = max(m0, start[2])
                     width = min(TILE, stop[2] - m0)
-                    _tile_weights(s0, s1, s2, t0, t1, t2, flags, shares, pads, crops, limits,
-                                  truncate, n, b, i, j, m0, width, scratch)  # fmt: skip
-                    _push_tile(y, ext, b, i, j, m0, width, pads, scratch)
+                    _tile_lanes(s0, s1, s2, t0, t1, t2, flags, shares, pads, crops, limits,
+                                truncate, n, b, i, j, m0, width, scratch)  # fmt: skip
+                    _push_tile(y, ext, b, i, j, m0, width, pads, shares, scratch)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _push_tile(y, ext, b, i, j, m0, width, pads, scratch):  # pragma: no cover - jitted
+def _push_tile(y, ext, b, i, j, m0, width, pads, shares, scratch):  # pragma: no cover
     """One tile, its weight tables and normalisers set up (as the gather's): each
     lane's ``y / den`` spread over its window, vectorised across lanes where every lane
     is finite, lane by lane over its own window where one is not."""
+    _tile_tables(pads, shares, width, scratch)
     w0, w1, w2, den, c, _, mid, _, rad, _, _, _, _, bigs = scratch  # mid: precision
     finite = True
     for v in range(width):

@@ -128,24 +128,34 @@ def _scratch3d(pads, width_max, out):  # pragma: no cover - jitted
     )
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def _tile_weights(
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _tile_lanes(
     s0, s1, s2, t0, t1, t2, flags, shares, pads, crops, limits, truncate, n, b, i, j, m0,
     width, scratch,
 ):  # pragma: no cover  # fmt: skip
-    """Set up the tile at ``(b, i, j, m0 .. m0 + width)``: every blurred axis's radii,
-    exponents and counted ranges, then its table, and the lanes' normalisers in ``den``
-    (``scratch`` from :func:`_scratch3d`).  An axis of padding 0 keeps the identity."""
-    w0, w1, w2, den, _, _, _, tmp, rad, lo, hi, hs, _, bigs = scratch
+    """The tile at ``(b, i, j, m0 .. m0 + width)``: every blurred axis's radii,
+    exponents and counted ranges (``scratch`` from :func:`_scratch3d`); an axis that
+    shares an earlier one's map takes its radii and exponents.  Inlined into the
+    kernels' parallel loops, the tables (:func:`_tile_tables`) not: the first map call
+    compiled ~2 s longer with both inlined."""
+    rad, lo, hi, hs = scratch[8], scratch[9], scratch[10], scratch[11]
     for a, sa, ta in ((0, s0, t0), (1, s1, t1), (2, s2, t2)):
         if pads[a] > 0:
             if shares[a] >= 0:
-                rad[a, :width] = rad[shares[a], :width]
-                hs[a, :width] = hs[shares[a], :width]
+                for v in range(width):
+                    rad[a, v], hs[a, v] = rad[shares[a], v], hs[shares[a], v]
             else:
                 _tile_sigma(sa, ta, flags[a], a, b, i, j, m0, width, limits[a], truncate,
                             rad, hs)  # fmt: skip
             _tile_range(a, i, j, m0, width, crops[a], n[a], rad, lo, hi)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _tile_tables(pads, shares, width, scratch):  # pragma: no cover - jitted
+    """The tile's weight table on every blurred axis, from :func:`_tile_lanes`' radii,
+    and the lanes' normalisers in ``den``; an axis that shares an earlier one's map
+    copies its table.  An axis of padding 0 keeps the identity."""
+    w0, w1, w2, den, _, _, _, tmp, rad, lo, hi, hs, _, bigs = scratch
     den[:width] = 1.0
     for a, table in ((0, w0), (1, w1)):
         if pads[a] > 0:
@@ -172,19 +182,15 @@ def _tile_sigma(s, s32, f, a, b, i, j, m0, width, limit, truncate, rad, hs):  # 
     broadcast flags.  The sigmas are read as one row (or one value) into ``hs[a]``,
     widened to float64 exactly, so the rule below runs vectorised across lanes."""
     at = (b * f[0], i * f[1], j * f[2])
-    sigma = hs[a]
-    if f[4]:
+    sigma, step = hs[a], f[3]  # (loops, not slice assignments: their shape checks
+    if f[4]:  # compile string formatting, ~3 s of the first map call)
         row32 = s32[at]
-        if f[3]:
-            sigma[:width] = row32[m0 : m0 + width]
-        else:
-            sigma[:width] = row32[0]
+        for v in range(width):
+            sigma[v] = row32[(m0 + v) * step]
     else:
         row = s[at]
-        if f[3]:
-            sigma[:width] = row[m0 : m0 + width]
-        else:
-            sigma[:width] = row[0]
+        for v in range(width):
+            sigma[v] = row[(m0 + v) * step]
     for v in range(width):
         r, h = _radius_exponent(sigma[v], truncate, limit)
         rad[a, v] = r
