@@ -1,5 +1,6 @@
 """The level bands' bookkeeping (backends/numba/band_runs.py) and the planner's survey of
-a map (engine/cost.py), against plain Python: slot 1's runs (the union of the runs of
+a map (engine/cost.py), against plain Python and the levels' own NumPy rule: each
+pixel's level and weight, slot 1's runs (the union of the runs of
 the lines a window of slot-2 passes reads, or the window's hull where every line has
 one run), the pass order, each tile's extremes and the axes a map is constant along."""
 
@@ -188,3 +189,33 @@ def test_a_broadcast_map_is_surveyed_and_quantised_as_its_copy():
     for sigma in (broadcast, written):
         spec = BlurSpec.from_args(image, sigma, backend="numba")
         assert cost.Survey(spec, map_plan(spec)).compact[0].shape == (1, 40)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("low", "high", "limit"), [(0.0, 6.0, 49), (0.3, 9.0, 12)])
+def test_locate_is_the_levels_own_mix(rng, dtype, low, high, limit):
+    """The kernel's level and weight per pixel are ``AxisLevels.locate``'s (the NumPy
+    rule every backend shares): at random sigmas, at every level, at each radius jump
+    and one ulp either side, at 0, beyond the top and under a radius cap; its segment
+    counts are the changes of (level, weight > 0) along each line."""
+    from napari_varblur.core import levels as lvls
+
+    lv = lvls.tolerance_levels(low, high, True, 1e-3, 3.0, [lvls.windows(60, True)], limit)
+    jumps = np.arange(1, 31) / 3.0
+    edges = np.concatenate([lv.sigma, jumps, np.nextafter(jumps, 0), np.nextafter(jumps, 99),
+                            [0.0, high, high * 1.5, np.float32(4 / 3)]])  # fmt: skip
+    s = np.concatenate([edges, rng.uniform(low, high, 3000 - edges.size)])
+    s = np.clip(s, low, None).astype(dtype).reshape(30, 100)
+    s[7] = np.sort(s[7])[::-1]  # a falling line, then a rising one
+    s[8] = np.sort(s[8])
+    expected_k, expected_t = lv.locate(s, dtype)
+    k, t = np.empty(s.shape, np.int32), np.empty(s.shape, dtype)
+    counts = np.empty(s.shape[0], np.int64)
+    first, last = lv._buckets
+    band_runs.locate(s, k, t, counts, lv.sigma, lv.joined, first, last, float(lv.truncate),
+                     int(lv.limit))  # fmt: skip
+    np.testing.assert_array_equal(k, expected_k)
+    eps = np.finfo(dtype).eps
+    np.testing.assert_allclose(t, expected_t, rtol=0, atol=8 * eps)  # a reciprocal's rounding
+    key = 2 * k + (t > 0)
+    np.testing.assert_array_equal(counts, 1 + (key[:, 1:] != key[:, :-1]).sum(axis=1))
