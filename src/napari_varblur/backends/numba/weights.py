@@ -46,13 +46,21 @@ def _gauss_table(table, pad, radius, h, lo, hi, width, den, w, g, q2, sums):  # 
                     w[v] *= g[v]
                     g[v] *= q2[v]
         for v in range(width):
-            table[pad + d, v] = w[v] if d <= radius[v] else 0.0
-            value = table[pad + d, v]
-            table[pad - d, v] = value
-            sums[v] += (value if d <= hi[v] else 0.0) + (value if -d >= lo[v] else 0.0)
+            _store(table, pad, d, v, w[v] if d <= radius[v] else 0.0, lo, hi, sums)
     for v in range(width):
         den[v] *= sums[v]
     return big
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _store(table, pad, d, v, weight, lo, hi, sums):  # pragma: no cover - jitted
+    """Lane ``v``'s ``weight`` at offsets -d and +d of ``table``, in its precision, and
+    the stored value added to ``sums[v]`` at each offset lane ``v`` counts (``lo[v] ..
+    hi[v]``): the numerator and the normaliser read the same weights."""
+    table[pad + d, v] = weight
+    kept = table[pad + d, v]
+    table[pad - d, v] = kept
+    sums[v] += (kept if d <= hi[v] else 0.0) + (kept if -d >= lo[v] else 0.0)
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
