@@ -92,7 +92,7 @@ def level_scatter(spec: BlurSpec, levels: LevelPlan, backend: Backend) -> np.nda
         k, t = mixes[0]
         count = len(levels.levels[0])
         spans = _memo(memo, ("spans", whole), lambda: _spans(k, t is not None, count, whole))
-        for level in range(len(levels.levels[0])):
+        for level in range(count):
             box = tuple(spans[level])
             key = (level, *((s.start, s.stop) for s in box))  # (slices hash from 3.12 on)
             weight = kept.get(key) or _weight(box, k, t, level, dtype)
