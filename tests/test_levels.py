@@ -310,6 +310,31 @@ def test_shared_levels_bound_covers_the_cross_terms(ndim):
     assert needed  # without the cross terms the bound would fail somewhere
 
 
+@pytest.mark.parametrize("halves", [(3, 3), (4, 2), (3, 3, 3), (2, 3, 4), (2, 2, 2, 2)])
+@pytest.mark.parametrize("lo, hi", [(0.0, 0.5), (0.8, 0.9), (1.0, 1.3)])
+def test_one_window_per_axis_sums_the_tensor_error_exactly(halves, lo, hi):
+    """Where every axis has one symmetric window, mixing_error is the exact L1 distance
+    of the D-dimensional kernels (brute force over every tap), at the sampled sigmas:
+    the symmetric orbits and their sizes count every tap once."""
+
+    def kernel(s):
+        out = np.ones(())
+        for h in halves:
+            d = np.arange(-h, h + 1.0)
+            k = np.exp(-0.5 * (d / max(s, 1e-3)) ** 2)  # (sigma 0: the centre tap)
+            out = np.multiply.outer(out, k / k.sum())
+        return out
+
+    u = np.linspace(0, 1, levels.SAMPLES + 2)[1:-1]
+    mid = np.sqrt(lo**2 + (hi**2 - lo**2) * u)
+    brute = max(
+        np.abs((1 - t) * kernel(lo) + t * kernel(hi) - kernel(s)).sum() for t, s in zip(u, mid)
+    )
+    shapes = tuple(((h, h),) for h in halves)
+    assert levels.mixing_error(lo, hi, max(halves), shapes) == pytest.approx(brute, rel=1e-12)
+    assert levels._tensor_terms(halves)[1].sum() == np.prod([2 * h + 1 for h in halves])
+
+
 def test_jax_walk_and_jax_native_levels_keep_nan_where_the_exact_blur_has_it(rng):
     """Zero-weight padding taps (to a power of two, or to the largest level's radius)
     must never read a NaN: 0 * NaN would spread it."""
