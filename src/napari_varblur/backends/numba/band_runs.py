@@ -187,90 +187,142 @@ def work(ptr, starts, stops, taps):  # pragma: no cover - jitted
     return total
 
 
+def slot_one(
+    ptr, lines, starts, stops, first, final, planes: int, n2: int, n3: int, chunks: int, spare: int
+) -> tuple:
+    """Slot 1's runs (:func:`union`) in one pass, as ``(ptr, lines, starts, stops)``:
+    each chunk of levels writes into room for twice its slot-2 runs and ``spare`` per
+    level (a 3-D radial map's union has 1.6 times as many runs), and the few chunks
+    that need more are run again with their counts.  (Counting first, then writing,
+    did the union's work twice: 11 of a 64x128x128 radial map's 46 ms of planning.)"""
+    nlevels = len(ptr) - 1
+    chunks = max(1, min(nlevels, chunks))
+    owner = np.arange(nlevels) % chunks  # levels dealt out in turn
+    room = np.bincount(owner, 2 * np.diff(ptr) + spare, chunks).astype(np.int64)
+    at, counts = np.empty(nlevels * planes, np.int64), np.empty(nlevels * planes, np.int64)
+    with parallel_section():
+        for _ in range(2):
+            base = np.concatenate(([0], np.cumsum(room)))
+            out = [np.empty(base[-1], np.int64) for _ in range(3)]
+            union(ptr, lines, starts, stops, first, final, planes, n2, n3, base, at, counts, *out)
+            needed = np.bincount(owner, counts.reshape(nlevels, planes).sum(axis=1), chunks)
+            if (needed <= room).all():
+                break
+            room = np.maximum(room, needed.astype(np.int64))
+        return gather_jobs(at, counts, planes, *out)
+
+
 @njit(parallel=True, cache=True, nogil=True)
-def union(ptr, lines, starts, stops, first, final, planes, n2, n3, chunks, at, olines,
-          ostarts, ostops, write):  # pragma: no cover  # fmt: skip
+def union(ptr, lines, starts, stops, first, final, planes, n2, n3, base, at, counts, olines,
+          ostarts, ostops):  # pragma: no cover  # fmt: skip
     """Slot 1's runs: per level and line ``(b, i1, j)``, the union of the runs of the
     lines ``(b, i1, i2)`` whose slot-2 pass reads line ``j`` (``first[j] <= i2 <=
     final[j]``).  One job per level and plane; the levels are dealt out in turn to
-    ``chunks`` (several per thread: levels differ in cost, and a thread's share is
-    fixed), each with its own scratch.  The first call (``write`` False) counts each
-    job's runs into ``at``; the second writes them, line after line, from offsets
-    ``at``."""
+    the chunks (``len(base) - 1`` of them, several per thread: levels differ in cost,
+    and a thread's share is fixed), each with its own scratch.  Chunk ``c`` writes
+    its jobs one after another from ``base[c]``, only below ``base[c + 1]``: each
+    job's first index goes to ``at``, its count (all of it, written or not) to
+    ``counts``."""
     levels = ptr.shape[0] - 1
-    chunks = max(1, min(levels, chunks))
+    chunks = base.shape[0] - 1
     words = (n3 + 63) // 64
     for chunk in prange(chunks):
         bits = np.empty((3, n2, words), np.uint64)  # each line's pixels, and block ORs
         window = np.empty(words, np.uint64)
         scratch = np.empty((5, n2 + 1), np.int64)  # a plane's lines, and the hull's queues
+        o, end = base[chunk], base[chunk + 1]
         for v in range(chunk, levels, chunks):
             for plane in range(planes):
-                _union_job(v, plane, ptr, lines, starts, stops, first, final, planes, n2, n3,
-                           bits, window, scratch, at, olines, ostarts, ostops, write)  # fmt: skip
+                job = v * planes + plane
+                at[job] = o
+                counts[job] = _union_job(v, plane, ptr, lines, starts, stops, first, final,
+                                         n2, n3, bits, window, scratch, o, end, olines,
+                                         ostarts, ostops)  # fmt: skip
+                o += counts[job]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def gather_jobs(at, counts, planes, olines, ostarts, ostops):  # pragma: no cover - jitted
+    """:func:`union`'s runs in level order (each level's jobs, one per plane, lie one
+    after another in its chunk): the levels' pointers and the runs, copied."""
+    levels = counts.shape[0] // planes
+    ptr = np.zeros(levels + 1, np.int64)
+    for v in range(levels):
+        ptr[v + 1] = ptr[v] + counts[v * planes : (v + 1) * planes].sum()
+    total = ptr[levels]
+    lines, starts, stops = (
+        np.empty(total, np.int64),
+        np.empty(total, np.int64),
+        np.empty(total, np.int64),
+    )
+    for v in prange(levels):
+        a = at[v * planes]
+        for i in range(ptr[v + 1] - ptr[v]):
+            lines[ptr[v] + i] = olines[a + i]
+            starts[ptr[v] + i] = ostarts[a + i]
+            stops[ptr[v] + i] = ostops[a + i]
+    return ptr, lines, starts, stops
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _union_job(v, plane, ptr, lines, starts, stops, first, final, planes, n2, n3, bits,
-               window, scratch, at, olines, ostarts, ostops,
-               write):  # pragma: no cover  # fmt: skip
-    """One job of :func:`union`: level ``v`` on one plane."""
-    job = v * planes + plane
+def _union_job(v, plane, ptr, lines, starts, stops, first, final, n2, n3, bits, window,
+               scratch, o, end, olines, ostarts, ostops):  # pragma: no cover  # fmt: skip
+    """One job of :func:`union`: level ``v`` on one plane, written from ``o`` (below
+    ``end``); returns its count of runs."""
     a, b = ptr[v], ptr[v + 1]
     # This plane's runs, by line: the plane's lines are contiguous.
     lo = a + np.searchsorted(lines[a:b], plane * n2)
     hi = a + np.searchsorted(lines[a:b], (plane + 1) * n2)
-    if not write:
-        at[job] = 0
     if lo == hi:
-        return
+        return 0
     line_at, low, high = scratch[0], scratch[1], scratch[2]
     single = _plane_lines(lines, starts, stops, lo, hi, plane, n2, n3, line_at, low, high)
     if single:
-        _hull_lines(job, v, plane, n2, first, final, line_at, low, high, scratch[3],
-                    scratch[4], at, olines, ostarts, ostops, write)  # fmt: skip
-    else:
-        _bit_lines(job, v, plane, n2, n3, first, final, line_at, starts, stops, bits,
-                   window, at, olines, ostarts, ostops, write)  # fmt: skip
+        return _hull_lines(v, plane, n2, first, final, line_at, low, high, scratch[3],
+                           scratch[4], o, end, olines, ostarts, ostops)  # fmt: skip
+    return _bit_lines(v, plane, n2, n3, first, final, line_at, starts, stops, bits, window, o,
+                      end, olines, ostarts, ostops)  # fmt: skip
 
 
 @njit(cache=True, nogil=True)
-def _hull_lines(job, v, plane, n2, first, final, line_at, low, high, qlo, qhi, at, olines,
-                ostarts, ostops, write):  # pragma: no cover  # fmt: skip
+def _hull_lines(v, plane, n2, first, final, line_at, low, high, qlo, qhi, o, end, olines,
+                ostarts, ostops):  # pragma: no cover  # fmt: skip
     """A plane of single runs: each window's hull (a smooth map's runs overlap from
     line to line, so the hull is their union; where they do not, the hull only adds
     work), from monotone queues (``qlo``, ``qhi``: scratch) of the lines' extents
-    sliding down the plane.  Counting needs no hull: one run per window that has any."""
+    sliding down the plane; written from ``o`` while below ``end``.  Returns the count
+    (one run per window that has any)."""
     elo, ehi = np.zeros(2, np.int64), np.zeros(2, np.int64)
     w0, w1 = 0, -1  # the window the queues hold
-    o = at[job]
+    c = 0
     for j in range(n2):
         i0, i1 = first[v, j], final[v, j]
         if i1 < i0 or line_at[i0] == line_at[i1 + 1]:
             continue
-        if not write:
-            at[job] += 1
+        c += 1
+        if o + c > end:
             continue
         if i0 < w0 or i1 < w1:  # not a slide down: restart the queues
             elo[:], ehi[:], w1 = 0, 0, i0 - 1
         span_lo = _slide(qlo, elo, low, i0, i1, w1, 1)
         span_hi = _slide(qhi, ehi, high, i0, i1, w1, -1)
         w0, w1 = i0, i1
-        olines[o], ostarts[o], ostops[o] = plane * n2 + j, span_lo, span_hi
-        o += 1
+        olines[o + c - 1], ostarts[o + c - 1], ostops[o + c - 1] = plane * n2 + j, span_lo, span_hi
+    return c
 
 
 @njit(cache=True, nogil=True)
-def _bit_lines(job, v, plane, n2, n3, first, final, line_at, starts, stops, bits, window,
-               at, olines, ostarts, ostops, write):  # pragma: no cover  # fmt: skip
+def _bit_lines(v, plane, n2, n3, first, final, line_at, starts, stops, bits, window, o, end,
+               olines, ostarts, ostops):  # pragma: no cover  # fmt: skip
     """A plane where some line has several runs: the exact union, as bitsets.  Each
     line's pixels are a row of 64-bit words; a window of lines is the OR of a block's
     suffix and the next block's prefix (blocks as long as the longest window), or of
     its lines where it lies inside one block.  The union's runs are read off the
-    window's bit transitions."""
+    window's bit transitions, written from ``o`` while below ``end``; returns their
+    count."""
     own, pre, suf = bits[0], bits[1], bits[2]
     longest = _block_ors(own, pre, suf, v, first, final, line_at, starts, stops)
-    o = at[job]
+    c = 0
     for j in range(n2):
         i0, i1 = first[v, j], final[v, j]
         if i1 < i0 or line_at[i0] == line_at[i1 + 1]:
@@ -283,11 +335,8 @@ def _bit_lines(job, v, plane, n2, n3, first, final, line_at, starts, stops, bits
         else:
             for w in range(window.shape[0]):
                 window[w] = suf[i0, w] | pre[i1, w]
-        c = _bit_runs(window, n3, plane * n2 + j, olines, ostarts, ostops, o if write else -1)
-        if write:
-            o += c
-        else:
-            at[job] += c
+        c += _bit_runs(window, n3, plane * n2 + j, olines, ostarts, ostops, o + c, end)
+    return c
 
 
 @njit(cache=True, nogil=True)
@@ -333,10 +382,10 @@ def _set_runs(row, starts, stops, a, b):  # pragma: no cover - jitted
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _bit_runs(window, n3, line, olines, ostarts, ostops, o):  # pragma: no cover - jitted
-    """The runs of set bits of ``window`` (``n3`` pixels), written from ``o`` (unless
-    ``o`` is -1); returns how many there are.  Each word's transitions (a bit unlike
-    the one before it) alternate between a run's start and its stop."""
+def _bit_runs(window, n3, line, olines, ostarts, ostops, o, end):  # pragma: no cover - jitted
+    """The runs of set bits of ``window`` (``n3`` pixels), written from ``o`` while below
+    ``end``; returns how many there are.  Each word's transitions (a bit unlike the one
+    before it) alternate between a run's start and its stop."""
     c, inside = 0, False
     carry = np.uint64(0)
     one = np.uint64(1)
@@ -348,15 +397,15 @@ def _bit_runs(window, n3, line, olines, ostarts, ostops, o):  # pragma: no cover
             lowest = flips & (~flips + one)
             at = w * 64 + trailing_zeros(flips)  # the lowest set bit
             if inside:
-                if o >= 0:
+                if o + c < end:
                     ostops[o + c] = at
                 c += 1
-            elif o >= 0:
+            elif o + c < end:
                 olines[o + c], ostarts[o + c] = line, at
             inside = not inside
             flips ^= lowest
     if inside:  # (bits past n3 are never set: a run open here ends at the last word)
-        if o >= 0:
+        if o + c < end:
             ostops[o + c] = n3
         c += 1
     return c

@@ -239,20 +239,16 @@ def _slot_runs(runs3: _Runs, slots, shape4) -> tuple:
         return (None, None, runs3)
     if slots[0] is None:
         return (None, runs2, runs3)
-    first, final = band_runs.inverse_reach(slots[1].lo, slots[1].hi)
-    nlevels, planes, n2 = len(runs2.ptr) - 1, shape4[0] * shape4[1], shape4[2]
-    at = np.zeros(nlevels * planes + 1, np.int64)  # per level and plane
-    dummy = np.empty(0, np.int64)
+    return (_union(runs2, slots[1], shape4), runs2, runs3)
+
+
+def _union(runs2: _Runs, slot2: _Slot, shape4) -> _Runs:
+    """Slot 1's runs: the union of the slot-2 runs of the lines each line serves."""
+    first, final = band_runs.inverse_reach(slot2.lo, slot2.hi)
+    planes, n2 = shape4[0] * shape4[1], shape4[2]
     chunks = 16 * numba.get_num_threads()  # of the union's jobs: several per thread
-    args = (runs2.ptr, runs2.lines, runs2.starts, runs2.stops, first, final, planes, n2,
-            shape4[3], chunks)  # fmt: skip
-    with parallel_section():
-        band_runs.union(*args, at[1:], dummy, dummy, dummy, False)
-        np.cumsum(at, out=at)
-        total = int(at[-1])
-        lines, starts, stops = (np.empty(total, np.int64) for _ in range(3))
-        band_runs.union(*args, at, lines, starts, stops, True)
-    return (_Runs(at[::planes].copy(), lines, starts, stops), runs2, runs3)
+    return _Runs(*band_runs.slot_one(runs2.ptr, runs2.lines, runs2.starts, runs2.stops, first,
+                                     final, planes, n2, shape4[3], chunks, n2))  # fmt: skip
 
 
 # ------------------------------------------------------------------- the passes
