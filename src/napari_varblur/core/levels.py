@@ -283,7 +283,7 @@ def _tensor_terms(half: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray] | None
         if count > MAX_TERMS:
             return None
         n = len(half)
-        d = np.array(list(itertools.combinations_with_replacement(range(half[0] + 1), n)))
+        d = np.array(list(itertools.combinations_with_replacement(range(half[0] + 1), n)), np.int32)
         # A row's distinct orderings: n! over the factorial of each value's repeats
         # (``same[i]``: how often entry i's value occurs; its value's factorial,
         # taken to the power 1 / same[i] over the entries sharing it).
@@ -293,7 +293,7 @@ def _tensor_terms(half: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray] | None
     else:
         if math.prod(h + 1 for h in half) > MAX_TERMS:
             return None
-        d = np.array(list(itertools.product(*(range(h + 1) for h in half))))
+        d = np.array(list(itertools.product(*(range(h + 1) for h in half))), np.int32)
         swaps = np.ones(len(d))
     flips = np.prod(np.where(d > 0, 2.0, 1.0), axis=1)
     return d.reshape(len(d), len(half)), swaps * flips
