@@ -91,11 +91,19 @@ class Survey:
         self.compact = _compacts(maps)
         self.change = _change(spec, self.compact)
         self._base: dict = {}
+        self._tiled: dict = {}
 
     def extremes(self, i: int, tiles: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         """Axis ``i``'s map: each tile's smallest and largest sigma, on the grid of
         tiles over the blurred axes in their order (length 1 where it is constant)."""
-        spec, c = self.spec, self.compact[i]
+        c = self.compact[i]
+        key = (id(c), tiles)  # (axes sharing one map share its tiles' extremes)
+        if key not in self._tiled:
+            self._tiled[key] = self._extremes(c, tiles)
+        return self._tiled[key]
+
+    def _extremes(self, c: np.ndarray, tiles: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        spec = self.spec
         if id(c) not in self._base:
             low = high = c
             batch = tuple(a for a in range(c.ndim) if a not in spec.axes)
@@ -217,11 +225,14 @@ def _walk_work(spec, maps, survey, levels, tiles, diagonal) -> dict[str, float]:
     change = survey.change
     order = sorted(range(len(maps)), key=lambda i: -change[i])
     counts, reach, window, spread = [], [], 1.0, []
+    located: dict = {}  # (an isotropic map's axes share their extremes and levels)
     for i, (m, lv) in enumerate(zip(maps, levels)):
         low, high = survey.extremes(i, tiles)
-        k_lo, _ = lv.locate(low)
-        k_hi, t_hi = lv.locate(high)
-        k_hi = k_hi if t_hi is None else k_hi + (t_hi > 0)
+        key = (id(low), id(lv))
+        if key not in located:
+            k_hi, t_hi = lv.locate(high)
+            located[key] = (lv.locate(low)[0], k_hi if t_hi is None else k_hi + (t_hi > 0))
+        k_lo, k_hi = located[key]
         counts.append(k_hi - k_lo + 1)
         reach.append(2 * np.minimum(lv.radius[k_hi], m.limit))
         window = window * (2 * np.minimum(radius_of((low + high) / 2, m.truncate), m.limit) + 1)
