@@ -206,6 +206,12 @@ def test_locate_is_the_levels_own_mix(rng, dtype, low, high, limit):
     s = np.clip(s, low, None).astype(dtype).reshape(30, 100)
     s[7] = np.sort(s[7])[::-1]  # a falling line, then a rising one
     s[8] = np.sort(s[8])
+    # Each level approached from one ulp above, then from one ulp below (a pixel on a
+    # level right after one in the interval above it, or below it).
+    v = np.clip(lv.sigma, low, None).astype(dtype)
+    up, down = np.nextafter(v, dtype(np.inf)), np.nextafter(v, dtype(0))
+    approach = np.stack([up, v, down, v], axis=1).ravel()[:1000]
+    s[10 : 10 + -(-approach.size // 100)].flat[: approach.size] = approach
     expected_k, expected_t = lv.locate(s, dtype)
     k, t = np.empty(s.shape, np.int32), np.empty(s.shape, dtype)
     counts = np.empty(s.shape[0], np.int64)

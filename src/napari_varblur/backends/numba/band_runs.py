@@ -69,12 +69,16 @@ def locate(sigma, k, t, counts, lsig, joined, first, last, truncate,
         c, before, j, kept = 0, -1, 0, -1  # segments; the previous bucket, level, key
         for x in range(sigma.shape[1]):
             s = np.float64(sigma[row, x])
-            r = min(np.ceil(truncate * s), limit)
-            b = top if r >= top else (int(r) if r > 0 else 0)
-            if b != before or lsig[j] > s:
-                j, before = first[b], b
-            while j < last[b] and lsig[j + 1] <= s:
-                j += 1
+            # Strictly between the previous pixel's level and the next one of its bucket
+            # (most pixels of a smooth map): the same bucket and level, without the
+            # radius (the bucket's levels lie within its sigmas).
+            if before < 0 or j >= last[before] or not lsig[j] < s < lsig[j + 1]:
+                r = min(np.ceil(truncate * s), limit)
+                b = top if r >= top else (int(r) if r > 0 else 0)
+                if b != before or lsig[j] > s:
+                    j, before = first[b], b
+                while j < last[b] and lsig[j + 1] <= s:
+                    j += 1
             w = min(max((s * s - square[j]) * inverse[j], 0.0), 1.0)
             k[row, x], t[row, x] = j, w
             key = 2 * j + (t[row, x] > 0)  # (the stored weight's sign, as segments read it)
