@@ -26,7 +26,8 @@ error between the sampled sigmas, which varies smoothly, as ``t (1 - t)``).  Whe
 axes share their levels and each has one symmetric window (every mode but crop), the
 D-dimensional L1 distance is summed exactly instead, over the kernel's symmetric
 orbits: the per-axis sums overstate it 1.5x in 2-D and 2x in 3-D (their errors partly
-cancel), and the looser bound cost a quarter more levels in 3-D.
+cancel), and the looser bound cost 134 levels instead of 103 on a 3-D map from sigma
+0.5 to 8.
 """
 
 from __future__ import annotations
@@ -280,26 +281,25 @@ def _tensor_terms(half: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray] | None
     orbit of the kernel's symmetries (sign flips; axis swaps where the half-widths are
     equal): their offsets ``|d|`` per axis and how many taps each stands for.  ``None``
     where there are more than :data:`MAX_TERMS`."""
-    same = len(set(half)) == 1
-    if same:
+    if len(set(half)) == 1:
         count = math.comb(half[0] + len(half), len(half))
         if count > MAX_TERMS:
             return None
         n = len(half)
         d = np.array(list(itertools.combinations_with_replacement(range(half[0] + 1), n)), np.int32)
         # A row's distinct orderings: n! over the factorial of each value's repeats
-        # (``same[i]``: how often entry i's value occurs; its value's factorial,
-        # taken to the power 1 / same[i] over the entries sharing it).
-        same = (d[:, :, None] == d[:, None, :]).sum(axis=2)
+        # (``repeats[i]``: how often entry i's value occurs; its value's factorial,
+        # taken to the power 1 / repeats[i] over the entries sharing it).
+        repeats = (d[:, :, None] == d[:, None, :]).sum(axis=2)
         factorial = np.array([math.factorial(k) for k in range(n + 1)], np.float64)
-        swaps = np.rint(math.factorial(n) / np.prod(factorial[same] ** (1.0 / same), axis=1))
+        swaps = np.rint(math.factorial(n) / np.prod(factorial[repeats] ** (1.0 / repeats), axis=1))
     else:
         if math.prod(h + 1 for h in half) > MAX_TERMS:
             return None
         d = np.array(list(itertools.product(*(range(h + 1) for h in half))), np.int32)
         swaps = np.ones(len(d))
     flips = np.prod(np.where(d > 0, 2.0, 1.0), axis=1)
-    return d.reshape(len(d), len(half)), swaps * flips
+    return d, swaps * flips
 
 
 def _tensor_error(lo, hi, terms, u) -> np.ndarray:
