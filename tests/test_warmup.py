@@ -1,4 +1,4 @@
-"""The background warm-up (issue 20): once per process, in two child processes (or on a
+"""The background warm-up (issue 20): once per process, in child processes (or on a
 daemon thread), no Qt, the kernels of the first click ready when it finishes, and a
 quick first click on JAX meanwhile."""
 
@@ -9,11 +9,13 @@ import os
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from napari_varblur import gaussian_blur
+from napari_varblur.core.spec import BlurSpec
 from napari_varblur.engine import compiling, planner, warmup
 
 pytest.importorskip("numba")
@@ -60,8 +62,8 @@ def test_a_kind_started_by_a_first_call_is_not_started_again(fresh, monkeypatch)
     try:
         assert compiling.start("global") and children == ["global"]
         assert compiling.start("global") and children == ["global"]  # once per process
-        assert warmup.start_warm_up() and children == ["global", "map"]
-        assert warmup.start_warm_up() and children == ["global", "map"] and ran == []
+        assert warmup.start_warm_up() and children == ["global", "map", "levels"]
+        assert warmup.start_warm_up() and children == ["global", "map", "levels"] and ran == []
     finally:
         for job in compiling.jobs.values():
             job.kill()
@@ -105,7 +107,9 @@ def signatures():
     return sum(len(v.overloads) for v in KERNELS.values())
 
 assert warmup.start_warm_up()
-compiling.wait_for(timeout=600)
+compiling.wait_for("global", timeout=600)
+compiling.wait_for("map", timeout=600)
+compiling.jobs["levels"].kill()  # not the first click's (and 25 s more)
 warmed, compiled = signatures(), backends.compiles("numba")
 rng = np.random.default_rng(0)
 image = rng.random((256, 256), np.float32)
@@ -122,8 +126,9 @@ print(json.dumps({"warmed": warmed, "new": signatures() - warmed,
 
 def test_after_it_the_first_click_compiles_nothing(tmp_path):
     """From an empty Numba cache: two child processes compile the global blur's and
-    the map's kernels into the cache, and the first click's calls in this process
-    compile nothing: they load them (new signatures, no compile)."""
+    the map's kernels into the cache (a third, the level bands', is stopped), and the
+    first click's calls in this process compile nothing: they load them (new
+    signatures, no compile)."""
     env = {k: v for k, v in os.environ.items() if k != warmup.ENV}
     env["NUMBA_CACHE_DIR"] = str(tmp_path)
     done = subprocess.run([sys.executable, "-c", FIRST_CLICK], env=env, check=True,
@@ -171,27 +176,34 @@ def test_a_map_blur_waits_for_the_child_and_a_global_one_does_not(monkeypatch):
 
 
 def test_the_status_says_while_the_warm_up_compiles(make_napari_viewer, qtbot, monkeypatch):
+    """While the warm-up of the click's own kind compiles, and not for another kind's."""
     pytest.importorskip("napari")
     from conftest import dock
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    monkeypatch.setattr(compiling, "jobs", {"map": child})
+    other = sleeper()
+    monkeypatch.setattr(compiling, "jobs", {"levels": other})
     try:
         viewer = make_napari_viewer()
         widget = dock(viewer, "Gaussian blur")
         widget.image.value = viewer.add_image(np.ones((8, 8), np.float32))
         widget.backend.value = "numba"
         widget.run_button.native.click()
-        assert widget.status.value.startswith("running (kernels still compiling")
+        assert widget.status.value == "running..."  # the level bands: not this click's
         qtbot.waitUntil(lambda: widget._worker is None, timeout=60_000)
-        child.kill()
+        compiling.jobs["global"] = child
+        widget.run_button.native.click()
+        assert widget.status.value.startswith("running (kernels still compiling")
+        child.kill()  # the click waits for it
         child.wait()
+        qtbot.waitUntil(lambda: widget._worker is None, timeout=60_000)
         widget.run_button.native.click()
         assert widget.status.value == "running..."
         qtbot.waitUntil(lambda: widget._worker is None, timeout=60_000)
     finally:
-        child.kill()
-        child.wait()
+        for job in (child, other):
+            job.kill()
+            job.wait()
 
 
 def sleeper() -> subprocess.Popen:
@@ -283,3 +295,92 @@ def test_without_jax_a_first_click_runs_on_the_reference(make_napari_viewer, qtb
     finally:
         child.kill()
         child.wait()
+
+
+def ramp(n: int = 128) -> np.ndarray:
+    """A float32 sigma ramp from 1 to 12 along x, ``n`` x ``n``: at tolerance 1e-3 it
+    runs on the level bands."""
+    return np.broadcast_to(np.linspace(1, 12, n, dtype=np.float32), (n, n)).copy()
+
+
+def test_a_tolerance_map_waits_for_the_level_bands_child_and_an_exact_one_does_not(
+    monkeypatch, rng
+):  # fmt: skip
+    """Issue 30: the level bands compile in a child of their own; a tolerance map on
+    them waits for it (then loads them), an exact map and a global blur do not."""
+    image, sigma = rng.random((128, 128), dtype=np.float32), ramp()
+    spec = BlurSpec.from_args(image, sigma, backend="numba", tolerance=1e-3)
+    assert planner.warm_kind(spec, planner.route(spec)) == "levels"
+    assert planner.warm_kind(replace(spec, tolerance=None)) == "map"
+    child = sleeper()
+    monkeypatch.setattr(compiling, "jobs", {"levels": child})
+    try:
+        gaussian_blur(image, sigma, backend="numba")
+        gaussian_blur(image, 2.0, backend="numba")
+        assert child.poll() is None  # neither waited
+        threading.Timer(1.0, child.kill).start()
+        gaussian_blur(image, sigma, backend="numba", tolerance=1e-3)
+        assert child.poll() is not None  # the tolerance map waited until it ended
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_tolerance_click_runs_on_jax_while_the_level_bands_compile(monkeypatch, rng):
+    pytest.importorskip("jax")
+    from napari_varblur import backends
+
+    if backends.resolve("auto") != "numba":
+        pytest.skip("auto runs JAX here (a GPU): nothing waits for Numba")
+    image, sigma = rng.random((128, 128), dtype=np.float32), ramp()
+    tolerance = BlurSpec.from_args(image, sigma, tolerance=1e-3)
+    child = sleeper()
+    monkeypatch.setattr(compiling, "jobs", {"levels": child})
+    try:
+        assert planner.route(tolerance, interim=True).name == "jax"
+        assert planner.route(replace(tolerance, tolerance=None), interim=True).name == "numba"
+        assert planner.route(tolerance).name == "numba"  # not a click: it waits
+    finally:
+        child.kill()
+        child.wait()
+    assert planner.route(tolerance, interim=True).name == "numba"
+
+
+#: In a fresh process (Numba's cache as it is): the level bands' warm-up, then tolerance
+#: maps on the bands, 2-D and 3-D, in two modes; the band kernels' signatures they add.
+LEVELS = """
+import json
+import numba
+import numpy as np
+from napari_varblur import gaussian_blur
+from napari_varblur.backends import numba as nb
+from napari_varblur.core.spec import BlurSpec
+from napari_varblur.engine import planner, warmup
+
+KERNELS = [v for m in (nb.band_runs, nb.bands) for v in vars(m).values()
+           if isinstance(v, numba.core.dispatcher.Dispatcher)]
+count = lambda: sum(len(v.overloads) for v in KERNELS)
+warmup.warm_up(("levels",))
+warmed = count()
+z, y, x = np.indices((32, 64, 64))
+radial = (0.5 + np.sqrt((z - 16) ** 2 + (y - 32) ** 2 + (x - 32) ** 2) / 8).astype(np.float32)
+planar = np.broadcast_to(np.linspace(1, 12, 128, dtype=np.float32), (128, 128)).copy()
+bands = []
+for sigma in (planar, radial):
+    image = np.random.default_rng(0).random(sigma.shape, dtype=np.float32)
+    for mode in ("crop", "nearest"):
+        spec = BlurSpec.from_args(image, sigma, mode=mode, backend="numba", tolerance=1e-3)
+        bands.append(planner.warm_kind(spec, planner.route(spec)) == "levels")
+        gaussian_blur(image, sigma, mode=mode, backend="numba", tolerance=1e-3)
+print(json.dumps({"warmed": warmed, "new": count() - warmed, "bands": bands}))
+"""
+
+
+def test_the_level_bands_warm_up_loads_what_a_tolerance_map_runs():
+    """After ``warm_up(("levels",))`` (a small 3-D map), 2-D and 3-D tolerance maps on
+    the bands need no band kernel signature the warm-up did not load or compile."""
+    done = subprocess.run([sys.executable, "-c", LEVELS], check=True, capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["bands"] == [True] * 4
+    assert result["warmed"] > 0 and result["new"] == 0, result

@@ -16,9 +16,9 @@ import subprocess
 import sys
 import threading
 
-#: The warm-ups: a float32 global blur, and a float32 sigma map (``crop``, two axes, the
-#: exact gather).
-KINDS = ("global", "map")
+#: The warm-ups: a float32 global blur, a float32 sigma map (``crop``, two axes, the
+#: exact gather), and the level bands of a float32 tolerance map.
+KINDS = ("global", "map", "levels")
 #: Set to 1 (or any non-empty value but 0) to skip every warm-up (the test suite does).
 ENV = "NAPARI_VARBLUR_NO_WARMUP"
 #: How long a Numba blur waits at most for a warm-up to finish (s).

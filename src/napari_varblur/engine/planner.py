@@ -111,7 +111,7 @@ def _backend(spec: BlurSpec, native: bool, interim: bool) -> tuple[str, bool]:
     name = backends.resolve(spec.backend)
     if not interim or spec.backend != "auto" or name != "numba" or spec.lazy:
         return name, False
-    if not compiling.busy(warm_kind(spec)) or taps(spec) > INTERIM_TAPS:
+    if not _compiling(spec) or taps(spec) > INTERIM_TAPS:
         return name, False
     try:
         backends.load("jax")
@@ -134,12 +134,23 @@ def _first_call(spec: BlurSpec, chosen: Route) -> bool:
         return False
     if taps(spec) > REFERENCE_RATE[chosen.kind] * FIRST_CALL_S:
         return False
-    return compiling.start(warm_kind(spec))
+    return compiling.start(warm_kind(spec, chosen))
 
 
-def warm_kind(spec: BlurSpec) -> str:
-    """The warm-up (:mod:`.warmup`) that compiles this blur's Numba kernels."""
-    return "global" if spec.sigma is not None else "map"
+def warm_kind(spec: BlurSpec, chosen: Route | None = None) -> str:
+    """The warm-up (:mod:`.warmup`) that compiles this blur's Numba kernels: the global
+    passes, the level bands where ``chosen`` runs them, else the map's gather."""
+    if spec.sigma is not None:
+        return "global"
+    bands = chosen is not None and chosen.plan is not None and chosen.plan.bands is not None
+    return "levels" if bands else "map"
+
+
+def _compiling(spec: BlurSpec) -> bool:
+    """Whether a warm-up this blur may need still compiles (before its route is known:
+    a tolerance map may run on the level bands)."""
+    levels = spec.sigma is None and spec.tolerance is not None and compiling.busy("levels")
+    return levels or compiling.busy(warm_kind(spec))
 
 
 def radii(spec: BlurSpec) -> tuple[int, ...]:

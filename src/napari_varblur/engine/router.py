@@ -39,7 +39,7 @@ def blur(
     if spec.model == "scatter":
         return _scatter(spec, chosen, pad_floor)
     if chosen.name == "numba" and spec.mask is None and spec.precision == np.float32:
-        compiling.wait_for(warm_kind(spec))  # a warm-up compiles these: load, not compile
+        compiling.wait_for(warm_kind(spec, chosen))  # a warm-up compiles these: load them
     run = _runner(chosen, pad_floor)
     if not spec.masked:
         return run(spec)

@@ -205,7 +205,8 @@ class BlurWidget(_BlurForm):
             return
         try:
             request = self.request(self.backend.value)
-            interim = self._interim(request)
+            chosen = None if request.spec is None else planner.route(request.spec, interim=True)
+            interim = chosen.name if chosen is not None and chosen.interim else None
             if interim is not None:  # Numba still compiles: this click runs elsewhere
                 request = self.request(interim)
         except (ValueError, TypeError) as err:
@@ -216,19 +217,9 @@ class BlurWidget(_BlurForm):
         if self._interim_used:
             where = {"jax": "JAX", "reference": "NumPy (reference)"}.get(interim, interim)
             starting = f"running on {where} while Numba compiles (first run only)..."
-        elif request.options.backend in ("auto", "numba") and compiling.busy():
+        elif request.options.backend in ("auto", "numba") and _waits(request, chosen):
             starting = "running (kernels still compiling in the background, first run only)..."
         self._start(request.run, len(request.batch_chunks), self._done, starting=starting)
-
-    @staticmethod
-    def _interim(request: LayerBlur) -> str | None:
-        """The backend the planner runs a click on instead of ``auto``'s Numba while
-        the warm-up still compiles its kernels (JAX when it is quick, else the NumPy
-        reference for a small one), else None."""
-        if request.spec is None:
-            return None
-        chosen = planner.route(request.spec, interim=True)
-        return chosen.name if chosen.interim else None
 
     def _done(self, result) -> None:
         publish(result, self._viewer, difference=self.difference.value)
@@ -322,3 +313,11 @@ def _progress_of(request: LayerBlur, offset_pieces: int):
     """Drive ``request.run()``, re-yielding progress counted across several runs."""
     pieces = len(request.batch_chunks)
     return (yield from map_steps(request.run(), lambda done: offset_pieces * pieces + done))
+
+
+def _waits(request: LayerBlur, chosen) -> bool:
+    """Whether a warm-up still compiles the kernels of this click's route (any, where
+    the request has no spec to route: a dask array)."""
+    if request.spec is None or chosen is None:
+        return compiling.busy()
+    return compiling.busy(planner.warm_kind(request.spec, chosen))
