@@ -157,13 +157,11 @@ def blur(spec: BlurSpec, bands: BandPlan) -> np.ndarray:
     # A missing slot gets a placeholder of the right types; the kernel skips it.
     s1, r1 = (s3, r3) if s1 is None else (s1, r1)
     s2, r2 = (s3, r3) if s2 is None else (s2, r2)
-    scratch1 = np.empty(bands.shape, dtype) if bands.runs[0] is not None else image[:0]
-    scratch2 = np.empty(bands.shape, dtype) if bands.runs[1] is not None else image[:0]
     has1, has2 = bands.runs[0] is not None, bands.runs[1] is not None
     tile, chunks = _tiling(bands.shape, has1, dtype)
     with parallel_section():
-        _run(image, out, scratch1, scratch2, bands.k, bands.t, bands.levels, has1, has2,
-             tile, chunks, *_args(s1, r1), *_args(s2, r2), *_args(s3, r3))  # fmt: skip
+        _run(image, out, bands.k, bands.t, bands.levels, has1, has2, tile, chunks,
+             *_args(s1, r1), *_args(s2, r2), *_args(s3, r3))  # fmt: skip
     if not direct:
         copy_into(result, from_working_layout(out, spec.shape, axes))
     return result
@@ -255,43 +253,50 @@ def _union(runs2: _Runs, slot2: _Slot, shape4) -> _Runs:
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=FAST)
-def _run(image, out, y1, y2, k, t, levels, has1, has2, tile, chunks,
+def _run(image, out, k, t, levels, has1, has2, tile, chunks,
          p1, l1, a1, e1, src1, w1, taps1, left1, sc1, f1,
          p2, l2, a2, e2, src2, w2, taps2, left2, sc2, f2,
          p3, l3, a3, e3, src3, w3, taps3, left3, sc3, f3):  # pragma: no cover  # fmt: skip
     """Tiles of ``tile`` units along the first pass's axis (planes ``(b, i1)`` in 3-D,
     lines in 2-D and 1-D), dealt out in turn to ``chunks`` jobs.  A tile runs every
-    used level in turn: slot 1 into ``y1``, slot 2 into ``y2`` (each from the previous
-    stage, or the image), the last pass added into ``out``.  Only the first pass reads
-    outside the tile (the image, which nothing writes), so tiles are independent, and
-    a tile's rows stay in cache from one level to the next."""
+    used level in turn: slot 1 into the job's tile of scratch ``y1``, slot 2 into its
+    ``y2`` (each from the previous stage, or the image), the last pass added into
+    ``out``.  Only the first pass reads outside the tile (the image, which nothing
+    writes), so tiles are independent, a tile's rows stay in cache from one level to
+    the next, and the scratch is a tile per job, not an image per stage."""
     n3 = image.shape[3]
     per = image.shape[2] if has1 else 1  # lines per unit
     units = image.shape[0] * image.shape[1] * (1 if has1 else image.shape[2])
     tiles = (units + tile - 1) // tile
     chunks = max(1, min(chunks, tiles))
     widest = max(taps1.max(), taps2.max(), taps3.max())
+    flat, rows = image.reshape(-1), image.reshape(-1, n3)
     for chunk in prange(chunks):
         buf = np.empty(n3 + widest - 1, image.dtype)
         acc = np.empty(n3, image.dtype)
         at = np.empty(widest, np.int64)
         weights = np.empty(widest, image.dtype)
+        y1 = np.empty((tile * per if has1 else 0, n3), image.dtype)
+        y2 = np.empty((tile * per if has2 else 0, n3), image.dtype)
         for tix in range(chunk, tiles, chunks):  # in turn: tiles differ in cost
             lo, hi = tix * tile * per, min(units, (tix + 1) * tile) * per
             for v in range(levels.shape[0]):
                 for slot in range(1 if has1 else 2, 3 if has2 else 2):
-                    if slot == 1:
-                        x, y, ptr, lines, starts, stops = image, y1, p1, l1, a1, e1
-                        src, w, taps, left, scale, fill = src1, w1, taps1, left1, sc1, f1
-                    else:
-                        x, y, ptr, lines, starts, stops = y1 if has1 else image, y2, p2, l2, a2, e2
+                    # The source as a flat array, less the offset of its first line.
+                    x, shift, y = flat, 0, y1
+                    ptr, lines, starts, stops = p1, l1, a1, e1
+                    src, w, taps, left, scale, fill = src1, w1, taps1, left1, sc1, f1
+                    if slot == 2:
+                        x, shift, y = (y1.reshape(-1), lo * n3, y2) if has1 else (flat, 0, y2)
+                        ptr, lines, starts, stops = p2, l2, a2, e2
                         src, w, taps, left, scale, fill = src2, w2, taps2, left2, sc2, f2
                     r0, r1 = _within(lines, ptr[v], ptr[v + 1], lo, hi)
-                    _strided(x, y, np.int64(slot), r0, r1, lines, starts, stops, src[v],
-                             w[v, : taps[v]], left[v], scale[v], fill[v], at, weights)  # fmt: skip
-                x = y2 if has2 else image
+                    _strided(x, shift, y, lo, image.shape, np.int64(slot), r0, r1, lines, starts,
+                             stops, src[v], w[v, : taps[v]], left[v], scale[v], fill[v], at,
+                             weights)  # fmt: skip
+                x2, first = (y2, lo) if has2 else (rows, 0)
                 r0, r1 = _within(l3, p3[v], p3[v + 1], lo, hi)
-                _last(x, out, r0, r1, l3, a3, e3, src3[v], w3[v, : taps3[v]], left3[v],
+                _last(x2, first, out, r0, r1, l3, a3, e3, src3[v], w3[v, : taps3[v]], left3[v],
                       sc3[v], f3[v], k, t, levels[v], buf, acc, at)  # fmt: skip
 
 
@@ -302,47 +307,47 @@ def _within(lines, a, b, lo, hi):  # pragma: no cover - jitted
 
 
 @njit(cache=True, nogil=True, fastmath=FAST, inline="always")
-def _strided(x, y, slot, r0, r1, lines, starts, stops, src, kernel, left, scale, fill, at,
-             weights):  # pragma: no cover  # fmt: skip
+def _strided(x, shift, y, lo, shape, slot, r0, r1, lines, starts, stops, src, kernel, left,
+             scale, fill, at, weights):  # pragma: no cover  # fmt: skip
     """``y = scale * sum_t w[t] * x[src[i + t]]`` along axis ``slot`` of the working
-    layout, on runs ``r0 .. r1 - 1``; taps reading the fill add ``w * fill`` (as
-    scipy)."""
+    layout ``shape``, on runs ``r0 .. r1 - 1``; taps reading the fill add ``w * fill``
+    (as scipy).  ``x`` is flat, its element ``j`` the layout's ``j + shift``; ``y``
+    holds the lines from ``lo`` on."""
     symmetric = _symmetric(kernel)
-    flat = x.reshape(-1)
     for r in range(r0, r1):
-        _strided_run(flat, y, lines[r], starts[r], stops[r], slot, src, kernel, symmetric,
-                     left, scale, fill, at, weights)  # fmt: skip
+        _strided_run(x, shift, y, lo, shape, lines[r], starts[r], stops[r], slot, src, kernel,
+                     symmetric, left, scale, fill, at, weights)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, fastmath=FAST, inline="always")
-def _last(x, out, r0, r1, lines, starts, stops, src, kernel, left, scale, fill, k, t, level,
-          buf, acc, at):  # pragma: no cover  # fmt: skip
-    """The last pass on runs ``r0 .. r1 - 1``, added into ``out`` (:func:`_last_run`)."""
-    n3 = x.shape[3]
-    flat, target = x.reshape(-1, n3), out.reshape(-1, n3)
+def _last(x, first, out, r0, r1, lines, starts, stops, src, kernel, left, scale, fill, k, t,
+          level, buf, acc, at):  # pragma: no cover  # fmt: skip
+    """The last pass on runs ``r0 .. r1 - 1`` from the lines ``x`` (line ``first`` on),
+    added into ``out`` (:func:`_last_run`)."""
+    target = out.reshape(-1, x.shape[1])
     symmetric = _symmetric(kernel)
     for r in range(r0, r1):
         i = lines[r]
-        _last_run(flat[i], target[i], starts[r], stops[r], src, kernel, symmetric, left, scale,
-                  fill, k[i], t[i], level, buf, acc, at)  # fmt: skip
+        _last_run(x[i - first], target[i], starts[r], stops[r], src, kernel, symmetric, left,
+                  scale, fill, k[i], t[i], level, buf, acc, at)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, fastmath=FAST, inline="always")
 def _strided_run(
-    flat, y, line, a, e, slot, src, w, symmetric, left, scale, fill, at, weights
-):  # pragma: no cover
+    flat, shift, y, lo, shape, line, a, e, slot, src, w, symmetric, left, scale, fill, at,
+    weights,
+):  # pragma: no cover  # fmt: skip
     """One run of :func:`_strided`: the global passes' sum (:func:`_weighted_sum`, by
     mirrored pairs) over the rows the run reads, where ``at`` holds each row's start
     in ``flat``; a window that leaves the axis sums its in-bounds taps one by one and
     adds the fill's."""
-    n1, n2, n3 = y.shape[1], y.shape[2], y.shape[3]
+    n1, n2, n3 = shape[1], shape[2], shape[3]
     i2 = line % n2
     i1 = (line // n2) % n1
-    b = line // (n1 * n2)
     i, n = (i1, n1) if slot == 1 else (i2, n2)
     stride = n2 * n3 if slot == 1 else n3
-    origin = ((b * n1 + i1) * n2 + i2) * n3 + a - i * stride  # row 0 of the axis
-    dst = y[b, i1, i2, a:e]
+    origin = line * n3 + a - i * stride - shift  # row 0 of the axis
+    dst = y[line - lo, a:e]
     taps = w.shape[0]
     filled = dst.dtype.type(0)
     if i - left >= 0 and i - left + taps <= n:  # the window lies inside the axis
