@@ -15,11 +15,12 @@ from .common import parallel_section
 @njit(parallel=True, cache=True, nogil=True)
 def reach(src, taps, n, left):  # pragma: no cover - jitted
     """Per level ``v`` and output ``i``: the smallest and largest source index its taps
-    read (``src[v, i : i + taps[v]]``, skipping the fill).  A window inside the axis
+    read (``src[v, i : i + taps[v]]``, skipping the fill), as int32 (an axis is shorter
+    than 2**31; two tables of levels x axis length per slot).  A window inside the axis
     reads ``i - left .. i - left + taps - 1``; only windows that touch an extension are
     scanned."""
     levels = src.shape[0]
-    lo, hi = np.empty((levels, n), np.int64), np.empty((levels, n), np.int64)
+    lo, hi = np.empty((levels, n), np.int32), np.empty((levels, n), np.int32)
     for v in prange(levels):
         for i in range(n):
             a, b = i - left[v], i - left[v] + taps[v] - 1

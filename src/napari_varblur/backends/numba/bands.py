@@ -117,8 +117,9 @@ class BandPlan:
 
 def plan(spec: BlurSpec, levels: AxisLevels) -> BandPlan | None:
     """The bands of a diagonal level plan, or ``None`` where they do not fit (more than
-    three blurred axes, or runs too short to pay off)."""
-    if len(spec.axes) > 3 or spec.image.size == 0:
+    three blurred axes, more levels than an int16 counts, or runs too short to pay
+    off)."""
+    if len(spec.axes) > 3 or spec.image.size == 0 or len(levels) > np.iinfo(np.int16).max:
         return None
     maps = {m.axis: m for m in map_plan(spec)}
     axes = _pass_order(spec, np.broadcast_to(maps[spec.axes[0]].sigma, spec.shape))
@@ -213,11 +214,12 @@ def _shape4(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, int, in
 
 
 def _located(spec, sigma, axes, levels: AxisLevels, n3: int, dtype):
-    """Each pixel's lower level and upper weight, in the working layout's lines, and
-    each line's count of segments."""
+    """Each pixel's lower level (int16: a plan holds it until the blur ends, a quarter
+    of the tolerance mode's memory at int32) and upper weight, in the working layout's
+    lines, and each line's count of segments."""
     sigma = np.broadcast_to(sigma, spec.shape)
     sigma = contiguous(working_layout(sigma, axes), sigma.dtype).reshape(-1, n3)
-    k = np.empty(sigma.shape, np.int32)
+    k = np.empty(sigma.shape, np.int16)
     t = np.empty(sigma.shape, dtype)
     counts = np.empty(sigma.shape[0], np.int64)
     first, last = levels._buckets
