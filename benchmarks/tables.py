@@ -326,6 +326,15 @@ def ab_table(data: dict) -> list[str]:
     ]
 
 
+def peak_memory_table(data: dict) -> list[str]:
+    """The tolerance mode's peak memory beyond the input, in images (the result is one)."""
+    table = [[r["case"], r["mode"], f"{r['image_mb']:.0f}", f"{r['rss_extra']:.2f}",
+              f"{r['traced']:.2f}"] for r in data["results"]]  # fmt: skip
+    head = ["map", "mode", "image MiB", "peak resident memory beyond the input (x image)",
+            "tracemalloc peak (x image)"]  # fmt: skip
+    return md_table(head, table, "llrrr")
+
+
 def gpu_tolerance_table(data: Any) -> list[str]:
     """Tolerance 1e-3 on a GPU: the level loop, the exact gather, one global blur."""
     table = [[r["case"], f"{r['taps']:,}", ms(r["levels_s"]), ms(r["gather_s"]),
@@ -347,6 +356,7 @@ TABLES: dict[str, tuple[str, Callable[[Any], list[str]], str]] = {
     "sweep-targets": ("sweep", sweep_targets_table, "maps/sweep.py"),
     "orientation": ("orientation", orientation_table, "maps/orientation.py"),
     "masked": ("masked", masked_table, "masked/masked.py"),
+    "peak-memory": ("peak_memory", peak_memory_table, "maps/peak_memory.py"),
     "out-of-core": ("out_of_core", out_of_core_table, "out_of_core/out_of_core.py"),
     "cold-start": ("cold_start", cold_start_table, "startup/cold_start.py"),
     "first-call": ("first_call", first_call_table, "startup/first_call.py"),
