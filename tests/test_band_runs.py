@@ -213,21 +213,13 @@ def test_locate_is_the_levels_own_mix(rng, dtype, low, high, limit):
     approach = np.stack([up, v, down, v], axis=1).ravel()[:1000]
     s[10 : 10 + -(-approach.size // 100)].flat[: approach.size] = approach
     expected_k, expected_t = lv.locate(s, dtype)
-    mixing = (*band_runs.mixing(lv), float(lv.truncate), int(lv.limit))
-    k, t = np.empty(s.shape, np.int16), np.empty(s.shape, dtype)
+    k, t = np.empty(s.shape, np.int32), np.empty(s.shape, dtype)
     counts = np.empty(s.shape[0], np.int64)
-    band_runs.locate(s, k, t, counts, *mixing)
+    first, last = lv._buckets
+    band_runs.locate(s, k, t, counts, lv.sigma, lv.joined, first, last, float(lv.truncate),
+                     int(lv.limit))  # fmt: skip
     np.testing.assert_array_equal(k, expected_k)
     eps = np.finfo(dtype).eps
     np.testing.assert_allclose(t, expected_t, rtol=0, atol=8 * eps)  # a reciprocal's rounding
     key = 2 * k + (t > 0)
     np.testing.assert_array_equal(counts, 1 + (key[:, 1:] != key[:, :-1]).sum(axis=1))
-    # The segments, located line by line again: the same levels and signs, pixel by pixel.
-    line, start, stop, level, upper = band_runs.segments(s, dtype, mixing)
-    assert (np.bincount(line, minlength=s.shape[0]) == counts).all()
-    painted = np.full(s.shape, -1), np.zeros(s.shape, bool)
-    for i in range(len(line)):
-        painted[0][line[i], start[i] : stop[i]] = level[i]
-        painted[1][line[i], start[i] : stop[i]] = upper[i]
-    np.testing.assert_array_equal(painted[0], k)
-    np.testing.assert_array_equal(painted[1], t > 0)

@@ -52,57 +52,40 @@ def inverse_reach(lo, hi):  # pragma: no cover - jitted
     return first, last
 
 
-def mixing(levels) -> tuple:
-    """What :func:`locate` reads of an :class:`~napari_varblur.core.levels.AxisLevels`:
-    the level sigmas, their squares, ``1 / (s1^2 - s0^2)`` where a level mixes with the
-    next (else 0), and each radius bucket's first and last level."""
-    lsig = np.asarray(levels.sigma, np.float64)
-    square = lsig * lsig
-    inverse = np.zeros_like(lsig)
-    gap = square[1:] - square[:-1]
-    np.divide(1.0, gap, out=inverse[:-1], where=np.asarray(levels.joined[:-1]) & (gap > 0))
-    first, last = levels._buckets
-    return lsig, square, inverse, first, last
-
-
 @njit(parallel=True, cache=True, nogil=True)
-def locate(sigma, k, t, counts, lsig, square, inverse, first, last, truncate,
+def locate(sigma, k, t, counts, lsig, joined, first, last, truncate,
            limit):  # pragma: no cover  # fmt: skip
-    """Each pixel's lower level and upper weight (:func:`locate_line` per line), and
-    each line's count of :func:`segments`."""
-    for row in prange(sigma.shape[0]):
-        counts[row] = locate_line(sigma[row], k[row], t[row], lsig, square, inverse, first,
-                                  last, truncate, limit)  # fmt: skip
-
-
-@njit(cache=True, nogil=True, inline="always")
-def locate_line(sigma, k, t, lsig, square, inverse, first, last, truncate,
-                limit):  # pragma: no cover  # fmt: skip
-    """One line's lower levels and upper weights: :meth:`AxisLevels.mix` in a kernel
-    (tables: :func:`mixing`); returns the line's count of segments.  The contract's
-    float64 radius picks the bucket; the level is the bucket's last whose sigma is at
-    most the pixel's (its first if none is), searched from the previous pixel's level
-    in the same bucket."""
+    """Each pixel's lower level and upper weight: :meth:`AxisLevels.mix` in a kernel,
+    and each line's count of :func:`segments`.  The contract's float64 radius picks
+    the bucket; the level is the bucket's last whose sigma is at most the pixel's (its
+    first if none is), searched from the previous pixel's level in the same bucket."""
+    nl = lsig.shape[0]
     top = first.shape[0] - 1
-    c, before, j, kept = 0, -1, 0, -1  # segments; the previous bucket, level, key
-    for x in range(sigma.shape[0]):
-        s = np.float64(sigma[x])
-        # Strictly between the previous pixel's level and the next one of its bucket
-        # (most pixels of a smooth map): the same bucket and level, without the radius
-        # (the bucket's levels lie within its sigmas).
-        if before < 0 or j >= last[before] or not lsig[j] < s < lsig[j + 1]:
-            r = min(np.ceil(truncate * s), limit)
-            b = top if r >= top else (int(r) if r > 0 else 0)
-            if b != before or lsig[j] > s:
-                j, before = first[b], b
-            while j < last[b] and lsig[j + 1] <= s:
-                j += 1
-        w = min(max((s * s - square[j]) * inverse[j], 0.0), 1.0)
-        k[x], t[x] = j, w
-        key = 2 * j + (t[x] > 0)  # (the stored weight's sign, as segments read it)
-        c += key != kept
-        kept = key
-    return c
+    square = lsig * lsig
+    inverse = np.zeros(nl)  # 1 / (s1^2 - s0^2) where a level mixes with the next, else 0
+    for j in range(nl - 1):
+        if joined[j]:
+            inverse[j] = 1.0 / (square[j + 1] - square[j])
+    for row in prange(sigma.shape[0]):
+        c, before, j, kept = 0, -1, 0, -1  # segments; the previous bucket, level, key
+        for x in range(sigma.shape[1]):
+            s = np.float64(sigma[row, x])
+            # Strictly between the previous pixel's level and the next one of its bucket
+            # (most pixels of a smooth map): the same bucket and level, without the
+            # radius (the bucket's levels lie within its sigmas).
+            if before < 0 or j >= last[before] or not lsig[j] < s < lsig[j + 1]:
+                r = min(np.ceil(truncate * s), limit)
+                b = top if r >= top else (int(r) if r > 0 else 0)
+                if b != before or lsig[j] > s:
+                    j, before = first[b], b
+                while j < last[b] and lsig[j + 1] <= s:
+                    j += 1
+            w = min(max((s * s - square[j]) * inverse[j], 0.0), 1.0)
+            k[row, x], t[row, x] = j, w
+            key = 2 * j + (t[row, x] > 0)  # (the stored weight's sign, as segments read it)
+            c += key != kept
+            kept = key
+        counts[row] = c
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -118,16 +101,10 @@ def _fill_segments(k, t, at, line, start, stop, level, upper):  # pragma: no cov
         stop[i] = k.shape[1]
 
 
-def segments(sigma: np.ndarray, dtype, mixing: tuple) -> tuple:
-    """Runs of constant (level, has-upper-weight) along every line of the map ``sigma``
-    (:func:`locate`, ``mixing`` its tables; weights in ``dtype``, as the blur stores
-    them), in line order.  The levels and weights per pixel are dropped once read: the
-    blur locates each tile's lines again, so a plan does not hold them (one and a half
-    images)."""
-    k, t = np.empty(sigma.shape, np.int16), np.empty(sigma.shape, dtype)
-    counts = np.empty(sigma.shape[0], np.int64)
+def segments(k: np.ndarray, t: np.ndarray, counts: np.ndarray) -> tuple:
+    """Runs of constant (level, has-upper-weight) along every line, in line order, from
+    each line's count of them (:func:`locate`'s)."""
     with parallel_section():
-        locate(sigma, k, t, counts, *mixing)
         at = np.concatenate(([0], np.cumsum(counts)))
         total = int(at[-1])
         out = [np.empty(total, np.int64) for _ in range(4)] + [np.empty(total, np.bool_)]

@@ -99,16 +99,15 @@ class _Runs:
 
 @dataclass(frozen=True)
 class BandPlan:
-    """Everything a band blur needs, built once from the map: the working shape, the
-    map in its lines and the tables that locate its pixels' levels
-    (:func:`.band_runs.locate_line`), the used levels, and per slot their passes and
-    runs (``None`` where the slot has length 1).  ``taps`` counts the multiply-adds
-    (the planner's cost), ``runs`` the runs."""
+    """Everything a band blur needs, built once from the map: the working shape, each
+    pixel's lower level ``k`` and upper weight ``t``, the used levels, and per slot
+    their passes and runs (``None`` where the slot has length 1).  ``taps`` counts the
+    multiply-adds (the planner's cost), ``runs`` the runs."""
 
     axes: tuple[int, ...]
     shape: tuple[int, int, int, int]
-    sigma: np.ndarray
-    mixing: tuple
+    k: np.ndarray
+    t: np.ndarray
     levels: np.ndarray
     slots: tuple
     runs: tuple
@@ -126,13 +125,11 @@ def plan(spec: BlurSpec, levels: AxisLevels) -> BandPlan | None:
     axes = _pass_order(spec, np.broadcast_to(maps[spec.axes[0]].sigma, spec.shape))
     dtype = np.dtype(spec.precision)
     shape4 = _shape4(spec.shape, axes)
-    mixing = (*band_runs.mixing(levels), float(levels.truncate), int(levels.limit))
-    sigma = _map_lines(spec, maps[axes[0]].sigma, axes, shape4[3])
-    segments = band_runs.segments(sigma, dtype, mixing)
-    if len(segments[0]) * MIN_MEAN_RUN > sigma.size:
+    k, t, counts = _located(spec, maps[axes[0]].sigma, axes, levels, shape4[3], dtype)
+    segments = band_runs.segments(k, t, counts)
+    if len(segments[0]) * MIN_MEAN_RUN > k.size:
         return None
     ptr, lines, starts, stops = band_runs.by_level(*segments, len(levels))
-    del segments
     used = np.flatnonzero(ptr[1:] > ptr[:-1])
     runs3 = _Runs(np.concatenate(([0], np.cumsum((ptr[1:] - ptr[:-1])[used]))),
                   lines, starts, stops)  # fmt: skip
@@ -142,7 +139,7 @@ def plan(spec: BlurSpec, levels: AxisLevels) -> BandPlan | None:
     runs = _slot_runs(runs3, slots, shape4)
     taps = sum(r.work(s.table.taps) for r, s in zip(runs, slots) if r is not None)
     nruns = sum(len(r.lines) for r in runs if r is not None)
-    return BandPlan(axes, shape4, sigma, mixing, used, tuple(slots), runs, taps, nruns)
+    return BandPlan(axes, shape4, k, t, used, tuple(slots), runs, taps, nruns)
 
 
 def blur(spec: BlurSpec, bands: BandPlan) -> np.ndarray:
@@ -164,8 +161,8 @@ def blur(spec: BlurSpec, bands: BandPlan) -> np.ndarray:
     has1, has2 = bands.runs[0] is not None, bands.runs[1] is not None
     tile, chunks = _tiling(bands.shape, has1, dtype)
     with parallel_section():
-        _run(image, out, *_maps(bands.sigma), bands.mixing, bands.levels, has1, has2, tile,
-             chunks, *_args(s1, r1), *_args(s2, r2), *_args(s3, r3))  # fmt: skip
+        _run(image, out, bands.k, bands.t, bands.levels, has1, has2, tile, chunks,
+             *_args(s1, r1), *_args(s2, r2), *_args(s3, r3))  # fmt: skip
     if not direct:
         copy_into(result, from_working_layout(out, spec.shape, axes))
     return result
@@ -181,14 +178,6 @@ def _tiling(shape, has1: bool, dtype) -> tuple[int, int]:
     threads = numba.get_num_threads()
     tile = max(1, min(TILE_BYTES // unit, units // (TILES_PER_THREAD * threads)))
     return tile, 4 * threads
-
-
-def _maps(sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The map's lines as ``(float32, float64)``, the other one empty: one compiled
-    blur for both dtypes of map."""
-    wide = sigma.dtype == np.float64
-    other = np.empty((0, sigma.shape[1]), np.float32 if wide else np.float64)
-    return (other, sigma) if wide else (sigma, other)
 
 
 def _args(slot: _Slot, runs: _Runs) -> tuple:
@@ -224,14 +213,20 @@ def _shape4(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, int, in
     return (batch, *blurred)
 
 
-def _map_lines(spec: BlurSpec, sigma: np.ndarray, axes, n3: int) -> np.ndarray:
-    """The map in the working layout's lines (a view where that is the image's order):
-    the plan keeps it, and the blur locates each tile's pixels in it again, so no plan
-    holds a level and a weight per pixel (one and a half images).  A broadcast (read
-    only: Numba would compile for it apart) is copied."""
-    if sigma.shape != spec.shape:
-        sigma = np.broadcast_to(sigma, spec.shape)
-    return contiguous(working_layout(sigma, axes), sigma.dtype).reshape(-1, n3)
+def _located(spec, sigma, axes, levels: AxisLevels, n3: int, dtype):
+    """Each pixel's lower level (int16: a plan holds it until the blur ends, a quarter
+    of the tolerance mode's memory at int32) and upper weight, in the working layout's
+    lines, and each line's count of segments."""
+    sigma = np.broadcast_to(sigma, spec.shape)
+    sigma = contiguous(working_layout(sigma, axes), sigma.dtype).reshape(-1, n3)
+    k = np.empty(sigma.shape, np.int16)
+    t = np.empty(sigma.shape, dtype)
+    counts = np.empty(sigma.shape[0], np.int64)
+    first, last = levels._buckets
+    with parallel_section():
+        band_runs.locate(sigma, k, t, counts, levels.sigma, levels.joined, first, last,
+                         float(levels.truncate), int(levels.limit))  # fmt: skip
+    return k, t, counts
 
 
 def _slot_runs(runs3: _Runs, slots, shape4) -> tuple:
@@ -260,7 +255,7 @@ def _union(runs2: _Runs, slot2: _Slot, shape4) -> _Runs:
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=FAST)
-def _run(image, out, s32, s64, mixing, levels, has1, has2, tile, chunks,
+def _run(image, out, k, t, levels, has1, has2, tile, chunks,
          p1, l1, a1, e1, src1, w1, taps1, left1, sc1, f1,
          p2, l2, a2, e2, src2, w2, taps2, left2, sc2, f2,
          p3, l3, a3, e3, src3, w3, taps3, left3, sc3, f3):  # pragma: no cover  # fmt: skip
@@ -270,9 +265,7 @@ def _run(image, out, s32, s64, mixing, levels, has1, has2, tile, chunks,
     ``y2`` (each from the previous stage, or the image), the last pass added into
     ``out``.  Only the first pass reads outside the tile (the image, which nothing
     writes), so tiles are independent, a tile's rows stay in cache from one level to
-    the next, and the scratch is a tile per job, not an image per stage.  A tile first
-    locates its pixels' levels and weights in the map (``s32`` or ``s64``, the other
-    empty; ``mixing``: :func:`.band_runs.locate_line`'s tables)."""
+    the next, and the scratch is a tile per job, not an image per stage."""
     n3 = image.shape[3]
     per = image.shape[2] if has1 else 1  # lines per unit
     units = image.shape[0] * image.shape[1] * (1 if has1 else image.shape[2])
@@ -280,7 +273,6 @@ def _run(image, out, s32, s64, mixing, levels, has1, has2, tile, chunks,
     chunks = max(1, min(chunks, tiles))
     widest = max(taps1.max(), taps2.max(), taps3.max())
     flat, rows = image.reshape(-1), image.reshape(-1, n3)
-    lsig, square, inverse, first, last, truncate, limit = mixing
     for chunk in prange(chunks):
         buf = np.empty(n3 + widest - 1, image.dtype)
         acc = np.empty(n3, image.dtype)
@@ -288,16 +280,8 @@ def _run(image, out, s32, s64, mixing, levels, has1, has2, tile, chunks,
         weights = np.empty(widest, image.dtype)
         y1 = np.empty((tile * per if has1 else 0, n3), image.dtype)
         y2 = np.empty((tile * per if has2 else 0, n3), image.dtype)
-        k, t = np.empty((tile * per, n3), np.int16), np.empty((tile * per, n3), image.dtype)
         for tix in range(chunk, tiles, chunks):  # in turn: tiles differ in cost
             lo, hi = tix * tile * per, min(units, (tix + 1) * tile) * per
-            for line in range(lo, hi):
-                if s64.shape[0] > 0:
-                    band_runs.locate_line(s64[line], k[line - lo], t[line - lo], lsig, square,
-                                          inverse, first, last, truncate, limit)  # fmt: skip
-                else:
-                    band_runs.locate_line(s32[line], k[line - lo], t[line - lo], lsig, square,
-                                          inverse, first, last, truncate, limit)  # fmt: skip
             for v in range(levels.shape[0]):
                 for slot in range(1 if has1 else 2, 3 if has2 else 2):
                     # The source as a flat array, less the offset of its first line.
@@ -312,10 +296,10 @@ def _run(image, out, s32, s64, mixing, levels, has1, has2, tile, chunks,
                     _strided(x, shift, y, lo, image.shape, np.int64(slot), r0, r1, lines, starts,
                              stops, src[v], w[v, : taps[v]], left[v], scale[v], fill[v], at,
                              weights)  # fmt: skip
-                x2, x2_lo = (y2, lo) if has2 else (rows, 0)
+                x2, first = (y2, lo) if has2 else (rows, 0)
                 r0, r1 = _within(l3, p3[v], p3[v + 1], lo, hi)
-                _last(x2, x2_lo, out, r0, r1, l3, a3, e3, src3[v], w3[v, : taps3[v]], left3[v],
-                      sc3[v], f3[v], k, t, lo, levels[v], buf, acc, at)  # fmt: skip
+                _last(x2, first, out, r0, r1, l3, a3, e3, src3[v], w3[v, : taps3[v]], left3[v],
+                      sc3[v], f3[v], k, t, levels[v], buf, acc, at)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -339,16 +323,15 @@ def _strided(x, shift, y, lo, shape, slot, r0, r1, lines, starts, stops, src, ke
 
 @njit(cache=True, nogil=True, fastmath=FAST, inline="always")
 def _last(x, first, out, r0, r1, lines, starts, stops, src, kernel, left, scale, fill, k, t,
-          lo, level, buf, acc, at):  # pragma: no cover  # fmt: skip
+          level, buf, acc, at):  # pragma: no cover  # fmt: skip
     """The last pass on runs ``r0 .. r1 - 1`` from the lines ``x`` (line ``first`` on),
-    added into ``out`` (:func:`_last_run`) with the levels and weights ``k``, ``t``
-    (line ``lo`` on)."""
+    added into ``out`` (:func:`_last_run`)."""
     target = out.reshape(-1, x.shape[1])
     symmetric = _symmetric(kernel)
     for r in range(r0, r1):
         i = lines[r]
         _last_run(x[i - first], target[i], starts[r], stops[r], src, kernel, symmetric, left,
-                  scale, fill, k[i - lo], t[i - lo], level, buf, acc, at)  # fmt: skip
+                  scale, fill, k[i], t[i], level, buf, acc, at)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, fastmath=FAST, inline="always")
