@@ -217,7 +217,8 @@ def _located(spec, sigma, axes, levels: AxisLevels, n3: int, dtype):
     """Each pixel's lower level (int16: a plan holds it until the blur ends, a quarter
     of the tolerance mode's memory at int32) and upper weight, in the working layout's
     lines, and each line's count of segments."""
-    sigma = np.broadcast_to(sigma, spec.shape)
+    if sigma.shape != spec.shape:  # a broadcast is read-only, so copied: only if needed
+        sigma = np.broadcast_to(sigma, spec.shape)
     sigma = contiguous(working_layout(sigma, axes), sigma.dtype).reshape(-1, n3)
     k = np.empty(sigma.shape, np.int16)
     t = np.empty(sigma.shape, dtype)
