@@ -213,7 +213,7 @@ def test_locate_is_the_levels_own_mix(rng, dtype, low, high, limit):
     approach = np.stack([up, v, down, v], axis=1).ravel()[:1000]
     s[10 : 10 + -(-approach.size // 100)].flat[: approach.size] = approach
     expected_k, expected_t = lv.locate(s, dtype)
-    k, t = np.empty(s.shape, np.int32), np.empty(s.shape, dtype)
+    k, t = np.empty(s.shape, np.int16), np.empty(s.shape, dtype)  # as the plan stores it
     counts = np.empty(s.shape[0], np.int64)
     first, last = lv._buckets
     band_runs.locate(s, k, t, counts, lv.sigma, lv.joined, first, last, float(lv.truncate),
