@@ -213,13 +213,18 @@ def test_locate_is_the_levels_own_mix(rng, dtype, low, high, limit):
     approach = np.stack([up, v, down, v], axis=1).ravel()[:1000]
     s[10 : 10 + -(-approach.size // 100)].flat[: approach.size] = approach
     expected_k, expected_t = lv.locate(s, dtype)
-    k, t = np.empty(s.shape, np.int16), np.empty(s.shape, dtype)  # as the plan stores it
+    key, t = np.empty(s.shape, np.int16), np.empty(s.shape, dtype)  # as the plan stores it
     counts = np.empty(s.shape[0], np.int64)
     first, last = lv._buckets
-    band_runs.locate(s, k, t, counts, lv.sigma, lv.joined, first, last, float(lv.truncate),
-                     int(lv.limit))  # fmt: skip
-    np.testing.assert_array_equal(k, expected_k)
+    square, inverse = band_runs.mix_tables(lv.sigma, lv.joined)
+    args = (lv.sigma, square, inverse, first, last, float(lv.truncate), int(lv.limit))
+    band_runs.locate(s, key, t, counts, *args)
+    np.testing.assert_array_equal(key >> 1, expected_k)
     eps = np.finfo(dtype).eps
     np.testing.assert_allclose(t, expected_t, rtol=0, atol=8 * eps)  # a reciprocal's rounding
-    key = 2 * k + (t > 0)
+    np.testing.assert_array_equal(key & 1, t > 0)
     np.testing.assert_array_equal(counts, 1 + (key[:, 1:] != key[:, :-1]).sum(axis=1))
+    # Without room for the weights (the plan recomputes them from the map): the same keys.
+    alone = np.empty_like(key)
+    band_runs.locate(s, alone, np.empty((0, 0), dtype), counts, *args)
+    np.testing.assert_array_equal(alone, key)

@@ -245,6 +245,30 @@ def test_a_working_layout_in_another_order_is_copied_in_and_out_in_order(rng, dt
         np.testing.assert_allclose(a, b, rtol=0, atol=4000 * 4e-6)
 
 
+@pytest.mark.parametrize("precision", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(48, 64), (12, 16, 20)])
+def test_weights_recomputed_from_the_map_are_the_stored_ones_bit_for_bit(rng, precision, shape):
+    """A float32 map in a float32 blur is the plan's source of each pixel's weight (no
+    image of weights is held), other maps' weights are stored: the two give the same
+    bits.  The maps hold the same values, and each side takes the path it should."""
+    image = rng.random(shape).astype(precision)
+    base = radial(shape, 0.4, 5.0).astype(np.float32)  # its values exact in both dtypes
+    other = np.float64 if precision == np.float32 else np.float32
+    out = {}
+    for dtype in (precision, other):
+        spec = BlurSpec.from_args(image, base.astype(dtype), backend="numba",
+                                  precision=precision, tolerance=1e-3, mode="mirror")  # fmt: skip
+        plan = bands.plan(spec, plan_levels(spec).levels[0])
+        source, _, _, recompute = plan.mix
+        assert recompute == (dtype == precision == np.float32)
+        if recompute:  # the map itself, in the working layout
+            np.testing.assert_array_equal(np.sort(source, axis=None), np.sort(base, axis=None))
+        else:
+            assert source.dtype == precision and source.min() >= 0 and source.max() <= 1
+        out[dtype] = bands.blur(spec, plan)
+    np.testing.assert_array_equal(out[precision], out[other])
+
+
 def test_level_tables_are_shared_between_calls_and_give_the_same_blur(rng):
     """A second call with the same axis, mode and levels reuses the first call's table
     (a deconvolution's steps), and blurs exactly as the first call did."""

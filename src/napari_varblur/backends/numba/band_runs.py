@@ -52,20 +52,37 @@ def inverse_reach(lo, hi):  # pragma: no cover - jitted
     return first, last
 
 
+def mix_tables(lsig: np.ndarray, joined: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The levels' squared sigmas, and ``1 / (s1^2 - s0^2)`` where a level mixes with
+    the next (else 0): what :func:`upper_weight` reads, in float64."""
+    square = np.asarray(lsig, np.float64) ** 2
+    inverse = np.zeros(len(square))
+    mixed = np.flatnonzero(joined[:-1])
+    inverse[mixed] = 1.0 / (square[mixed + 1] - square[mixed])
+    return square, inverse
+
+
+@njit(cache=True, nogil=True, inline="always")
+def upper_weight(s, square, inverse):  # pragma: no cover - jitted
+    """The weight of the next level in a pixel of sigma ``s`` on a level of squared
+    sigma ``square`` (``inverse``: :func:`mix_tables`'), in float64: what
+    :func:`locate` stores, and what the blur recomputes from a float32 map.  Of a
+    float32 ``s`` it rounds the same bits with fast-math or without: ``s * s`` is
+    exact, so a fused multiply-add rounds only where the subtraction does."""
+    return min(max((s * s - square) * inverse, 0.0), 1.0)
+
+
 @njit(parallel=True, cache=True, nogil=True)
-def locate(sigma, k, t, counts, lsig, joined, first, last, truncate,
+def locate(sigma, key, t, counts, lsig, square, inverse, first, last, truncate,
            limit):  # pragma: no cover  # fmt: skip
-    """Each pixel's lower level and upper weight: :meth:`AxisLevels.mix` in a kernel,
-    and each line's count of :func:`segments`.  The contract's float64 radius picks
-    the bucket; the level is the bucket's last whose sigma is at most the pixel's (its
-    first if none is), searched from the previous pixel's level in the same bucket."""
-    nl = lsig.shape[0]
+    """Each pixel's key ``2 * level + (upper weight > 0)`` (the lower level, and
+    whether the next one mixes in) and, where ``t`` is not empty, its upper weight
+    (:meth:`AxisLevels.mix` in a kernel), and each line's count of :func:`segments`.
+    The contract's float64 radius picks the bucket; the level is the bucket's last
+    whose sigma is at most the pixel's (its first if none is), searched from the
+    previous pixel's level in the same bucket."""
     top = first.shape[0] - 1
-    square = lsig * lsig
-    inverse = np.zeros(nl)  # 1 / (s1^2 - s0^2) where a level mixes with the next, else 0
-    for j in range(nl - 1):
-        if joined[j]:
-            inverse[j] = 1.0 / (square[j + 1] - square[j])
+    stored = t.shape[0] > 0
     for row in prange(sigma.shape[0]):
         c, before, j, kept = 0, -1, 0, -1  # segments; the previous bucket, level, key
         for x in range(sigma.shape[1]):
@@ -80,35 +97,41 @@ def locate(sigma, k, t, counts, lsig, joined, first, last, truncate,
                     j, before = first[b], b
                 while j < last[b] and lsig[j + 1] <= s:
                     j += 1
-            w = min(max((s * s - square[j]) * inverse[j], 0.0), 1.0)
-            k[row, x], t[row, x] = j, w
-            key = 2 * j + (t[row, x] > 0)  # (the stored weight's sign, as segments read it)
-            c += key != kept
-            kept = key
+            w = t.dtype.type(upper_weight(s, square[j], inverse[j]))
+            if stored:
+                t[row, x] = w
+            k = 2 * j + (w > 0)  # (the weight in the blur's precision, as it mixes)
+            key[row, x] = k
+            c += k != kept
+            kept = k
         counts[row] = c
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _fill_segments(k, t, at, line, start, stop, level, upper):  # pragma: no cover
-    for row in prange(k.shape[0]):
-        i = at[row]
-        line[i], start[i], level[i], upper[i] = row, 0, k[row, 0], t[row, 0] > 0
-        for x in range(1, k.shape[1]):
-            if k[row, x] != k[row, x - 1] or (t[row, x] > 0) != (t[row, x - 1] > 0):
+def _fill_segments(key, at, line, start, stop, level, upper):  # pragma: no cover
+    for row in prange(key.shape[0]):
+        i, kept = at[row], key[row, 0]
+        line[i], start[i], level[i], upper[i] = row, 0, kept >> 1, kept & 1
+        for x in range(key.shape[1]):
+            k = key[row, x]
+            key[row, x] = k >> 1  # (read: the level is what the blur needs)
+            if k != kept:
                 stop[i] = x
                 i += 1
-                line[i], start[i], level[i], upper[i] = row, x, k[row, x], t[row, x] > 0
-        stop[i] = k.shape[1]
+                line[i], start[i], level[i], upper[i] = row, x, k >> 1, k & 1
+                kept = k
+        stop[i] = key.shape[1]
 
 
-def segments(k: np.ndarray, t: np.ndarray, counts: np.ndarray) -> tuple:
-    """Runs of constant (level, has-upper-weight) along every line, in line order, from
-    each line's count of them (:func:`locate`'s)."""
+def segments(key: np.ndarray, counts: np.ndarray) -> tuple:
+    """Runs of constant key (level, has-upper-weight: :func:`locate`'s) along every
+    line, in line order, from each line's count of them.  Each key is left as its
+    pixel's level (``key >> 1``), which the blur reads."""
     with parallel_section():
         at = np.concatenate(([0], np.cumsum(counts)))
         total = int(at[-1])
         out = [np.empty(total, np.int64) for _ in range(4)] + [np.empty(total, np.bool_)]
-        _fill_segments(k, t, at, *out)
+        _fill_segments(key, at, *out)
     return tuple(out)
 
 

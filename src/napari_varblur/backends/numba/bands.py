@@ -100,14 +100,15 @@ class _Runs:
 @dataclass(frozen=True)
 class BandPlan:
     """Everything a band blur needs, built once from the map: the working shape, each
-    pixel's lower level ``k`` and upper weight ``t``, the used levels, and per slot
-    their passes and runs (``None`` where the slot has length 1).  ``taps`` counts the
-    multiply-adds (the planner's cost), ``runs`` the runs."""
+    pixel's lower level ``k`` and the source of its upper weight ``mix``
+    (:func:`_located`), the used levels, and per slot their passes and runs (``None``
+    where the slot has length 1).  ``taps`` counts the multiply-adds (the planner's
+    cost), ``runs`` the runs."""
 
     axes: tuple[int, ...]
     shape: tuple[int, int, int, int]
     k: np.ndarray
-    t: np.ndarray
+    mix: tuple
     levels: np.ndarray
     slots: tuple
     runs: tuple
@@ -119,14 +120,14 @@ def plan(spec: BlurSpec, levels: AxisLevels) -> BandPlan | None:
     """The bands of a diagonal level plan, or ``None`` where they do not fit (more than
     three blurred axes, more levels than an int16 counts, or runs too short to pay
     off)."""
-    if len(spec.axes) > 3 or spec.image.size == 0 or len(levels) > np.iinfo(np.int16).max:
+    if len(spec.axes) > 3 or spec.image.size == 0 or 2 * len(levels) > np.iinfo(np.int16).max:
         return None
     maps = {m.axis: m for m in map_plan(spec)}
     axes = _pass_order(spec, np.broadcast_to(maps[spec.axes[0]].sigma, spec.shape))
     dtype = np.dtype(spec.precision)
     shape4 = _shape4(spec.shape, axes)
-    k, t, counts = _located(spec, maps[axes[0]].sigma, axes, levels, shape4[3], dtype)
-    segments = band_runs.segments(k, t, counts)
+    k, mix, counts = _located(spec, maps[axes[0]].sigma, axes, levels, shape4[3], dtype)
+    segments = band_runs.segments(k, counts)
     if len(segments[0]) * MIN_MEAN_RUN > k.size:
         return None
     ptr, lines, starts, stops = band_runs.by_level(*segments, len(levels))
@@ -139,7 +140,7 @@ def plan(spec: BlurSpec, levels: AxisLevels) -> BandPlan | None:
     runs = _slot_runs(runs3, slots, shape4)
     taps = sum(r.work(s.table.taps) for r, s in zip(runs, slots) if r is not None)
     nruns = sum(len(r.lines) for r in runs if r is not None)
-    return BandPlan(axes, shape4, k, t, used, tuple(slots), runs, taps, nruns)
+    return BandPlan(axes, shape4, k, mix, used, tuple(slots), runs, taps, nruns)
 
 
 def blur(spec: BlurSpec, bands: BandPlan) -> np.ndarray:
@@ -161,7 +162,7 @@ def blur(spec: BlurSpec, bands: BandPlan) -> np.ndarray:
     has1, has2 = bands.runs[0] is not None, bands.runs[1] is not None
     tile, chunks = _tiling(bands.shape, has1, dtype)
     with parallel_section():
-        _run(image, out, bands.k, bands.t, bands.levels, has1, has2, tile, chunks,
+        _run(image, out, bands.k, bands.mix, bands.levels, has1, has2, tile, chunks,
              *_args(s1, r1), *_args(s2, r2), *_args(s3, r3))  # fmt: skip
     if not direct:
         copy_into(result, from_working_layout(out, spec.shape, axes))
@@ -214,20 +215,26 @@ def _shape4(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, int, in
 
 
 def _located(spec, sigma, axes, levels: AxisLevels, n3: int, dtype):
-    """Each pixel's lower level (int16: a plan holds it until the blur ends, a quarter
-    of the tolerance mode's memory at int32) and upper weight, in the working layout's
-    lines, and each line's count of segments."""
+    """Each pixel's key (int16: a plan holds it until the blur ends; the segments turn
+    it into the level), in the working layout's lines, each line's count of
+    segments, and where the blur finds each
+    pixel's upper weight: ``(source, square, inverse, recompute)``.  A float32 map in
+    a float32 blur is its own source (``recompute``: the blur recomputes the weights
+    from it, the bits :func:`band_runs.locate` got, and holds no image of them);
+    another map's weights are stored."""
     if sigma.shape != spec.shape:  # a broadcast is read-only, so copied: only if needed
         sigma = np.broadcast_to(sigma, spec.shape)
     sigma = contiguous(working_layout(sigma, axes), sigma.dtype).reshape(-1, n3)
+    recompute = sigma.dtype == dtype == np.float32  # (exact: band_runs.upper_weight)
     k = np.empty(sigma.shape, np.int16)
-    t = np.empty(sigma.shape, dtype)
+    t = np.empty((0, 0) if recompute else sigma.shape, dtype)
     counts = np.empty(sigma.shape[0], np.int64)
     first, last = levels._buckets
+    square, inverse = band_runs.mix_tables(levels.sigma, levels.joined)
     with parallel_section():
-        band_runs.locate(sigma, k, t, counts, levels.sigma, levels.joined, first, last,
+        band_runs.locate(sigma, k, t, counts, levels.sigma, square, inverse, first, last,
                          float(levels.truncate), int(levels.limit))  # fmt: skip
-    return k, t, counts
+    return k, (sigma if recompute else t, square, inverse, recompute), counts
 
 
 def _slot_runs(runs3: _Runs, slots, shape4) -> tuple:
@@ -256,7 +263,7 @@ def _union(runs2: _Runs, slot2: _Slot, shape4) -> _Runs:
 
 
 @njit(parallel=True, cache=True, nogil=True, fastmath=FAST)
-def _run(image, out, k, t, levels, has1, has2, tile, chunks,
+def _run(image, out, k, mix, levels, has1, has2, tile, chunks,
          p1, l1, a1, e1, src1, w1, taps1, left1, sc1, f1,
          p2, l2, a2, e2, src2, w2, taps2, left2, sc2, f2,
          p3, l3, a3, e3, src3, w3, taps3, left3, sc3, f3):  # pragma: no cover  # fmt: skip
@@ -300,7 +307,7 @@ def _run(image, out, k, t, levels, has1, has2, tile, chunks,
                 x2, first = (y2, lo) if has2 else (rows, 0)
                 r0, r1 = _within(l3, p3[v], p3[v + 1], lo, hi)
                 _last(x2, first, out, r0, r1, l3, a3, e3, src3[v], w3[v, : taps3[v]], left3[v],
-                      sc3[v], f3[v], k, t, levels[v], buf, acc, at)  # fmt: skip
+                      sc3[v], f3[v], k, mix, levels[v], buf, acc, at)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -323,7 +330,7 @@ def _strided(x, shift, y, lo, shape, slot, r0, r1, lines, starts, stops, src, ke
 
 
 @njit(cache=True, nogil=True, fastmath=FAST, inline="always")
-def _last(x, first, out, r0, r1, lines, starts, stops, src, kernel, left, scale, fill, k, t,
+def _last(x, first, out, r0, r1, lines, starts, stops, src, kernel, left, scale, fill, k, mix,
           level, buf, acc, at):  # pragma: no cover  # fmt: skip
     """The last pass on runs ``r0 .. r1 - 1`` from the lines ``x`` (line ``first`` on),
     added into ``out`` (:func:`_last_run`)."""
@@ -332,7 +339,7 @@ def _last(x, first, out, r0, r1, lines, starts, stops, src, kernel, left, scale,
     for r in range(r0, r1):
         i = lines[r]
         _last_run(x[i - first], target[i], starts[r], stops[r], src, kernel, symmetric, left,
-                  scale, fill, k[i], t[i], level, buf, acc, at)  # fmt: skip
+                  scale, fill, k[i], mix, i, level, buf, acc, at)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, fastmath=FAST, inline="always")
@@ -434,11 +441,10 @@ def _dots(x, o, w, m, acc):  # pragma: no cover - jitted
 
 @njit(cache=True, nogil=True, fastmath=FAST, inline="always")
 def _last_run(
-    row, out, a, e, src, w, symmetric, left, scale, fill, k, t, level, buf, acc, at
+    row, out, a, e, src, w, symmetric, left, scale, fill, k, mix, line, level, buf, acc, at
 ):  # pragma: no cover - jitted
     """The pass along the contiguous axis on one run, added into ``out`` with each
-    pixel's weight of the level (``1 - t`` on its lower level, ``t`` on the next).  A
-    pixel whose weight is 0 is left alone: a NaN it does not mix must not reach it."""
+    pixel's weight of the level (:func:`_mix`)."""
     m = e - a
     taps = w.shape[0]
     if a - left >= 0 and e - left + taps - 1 <= row.shape[0]:
@@ -454,12 +460,42 @@ def _last_run(
         for tap in range(taps):
             at[tap] = o + tap
         _pair_sum(acc[:m], base, at, w)
-    for c in range(m):
-        px = a + c
-        weight = t.dtype.type(0)
-        if k[px] == level:
-            weight = 1 - t[px]
-        elif k[px] == level - 1:
-            weight = t[px]
-        if weight != 0:
-            out[px] += weight * (acc[c] * scale[px])
+    _mix(out, acc, a, m, scale, k, mix, line, level)
+
+
+@njit(cache=True, nogil=True, fastmath=FAST, inline="always")
+def _mix(out, acc, a, m, scale, k, mix, line, level):  # pragma: no cover - jitted
+    """``out[a + c] += weight * acc[c]`` (crop's scale applied), each pixel's weight
+    of the level by :func:`_weight`.  A pixel whose weight is 0 is left alone: a NaN
+    it does not mix must not reach it.  A run's pixels lie on the level or the one
+    below, so the loop has no branch: over slices of a long run, it vectorises."""
+    source, square, inverse, recompute = mix
+    values = source[line]
+    below = max(level - 1, 0)
+    tables = (square[level], inverse[level], square[below], inverse[below])
+    zero = out.dtype.type(0)
+    if m >= _SWEEP:
+        kk, tt, oo, ss = k[a : a + m], values[a : a + m], out[a : a + m], scale[a : a + m]
+        for c in range(m):
+            weight = _weight(kk[c], tt[c], level, recompute, tables)
+            oo[c] += weight * (acc[c] * ss[c]) if weight != 0 else zero
+    else:  # (slicing costs more than a short run's loop)
+        for c in range(m):
+            px = a + c
+            weight = _weight(k[px], values[px], level, recompute, tables)
+            out[px] += weight * (acc[c] * scale[px]) if weight != 0 else zero
+
+
+@njit(cache=True, nogil=True, fastmath=FAST, inline="always")
+def _weight(j, value, level, recompute, tables):  # pragma: no cover - jitted
+    """A pixel's weight of ``level``: ``1 - t`` on the level, ``t`` on the one below,
+    else 0.  ``t`` is ``value``, or recomputed from it (the pixel's sigma) with
+    ``tables``: the squared sigma and inverse of the level and of the one below."""
+    t = value
+    if recompute:
+        own = j == level
+        square, inverse = (tables[0], tables[1]) if own else (tables[2], tables[3])
+        t = type(value)(band_runs.upper_weight(np.float64(value), square, inverse))
+    if j == level:
+        return 1 - t
+    return t if j == level - 1 else type(value)(0)
