@@ -11,6 +11,11 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 
 from .common import parallel_section
 
+#: The runs' lines and ends (a line's index, a position along the contiguous axis):
+#: int32 halves the plans of 3-D maps, which are mostly runs; the bands take no
+#: shape with more lines than that holds.
+RUN = np.int32
+
 
 @njit(parallel=True, cache=True, nogil=True)
 def reach(src, taps, n, left):  # pragma: no cover - jitted
@@ -130,7 +135,7 @@ def segments(key: np.ndarray, counts: np.ndarray) -> tuple:
     with parallel_section():
         at = np.concatenate(([0], np.cumsum(counts)))
         total = int(at[-1])
-        out = [np.empty(total, np.int64) for _ in range(4)] + [np.empty(total, np.bool_)]
+        out = [np.empty(total, RUN) for _ in range(4)] + [np.empty(total, np.bool_)]
         _fill_segments(key, at, *out)
     return tuple(out)
 
@@ -147,11 +152,12 @@ def by_level(line, start, stop, level, upper, nlevels):  # pragma: no cover - ji
             count[level[i] + 2] += 1
     ptr = np.cumsum(count)
     fill = ptr[:-1].copy()
-    lines = np.empty(ptr[-1], np.int64)
-    starts, stops = np.empty(ptr[-1], np.int64), np.empty(ptr[-1], np.int64)
+    lines = np.empty(ptr[-1], RUN)
+    starts, stops = np.empty(ptr[-1], RUN), np.empty(ptr[-1], RUN)
     for i in range(line.shape[0]):
-        for lv in (level[i], level[i] + 1):
-            if lv == level[i] or upper[i]:
+        own = np.int64(level[i])
+        for lv in (own, own + 1):
+            if lv == own or upper[i]:
                 j = fill[lv]
                 if j > ptr[lv] and lines[j - 1] == line[i] and stops[j - 1] == start[i]:
                     stops[j - 1] = stop[i]  # touches the previous run: extend it
@@ -176,7 +182,7 @@ def dilate(ptr, lines, starts, stops, lo, hi):  # pragma: no cover - jitted
     its outputs' reach, overlapping runs of a line merged."""
     m = lines.shape[0]
     optr = np.zeros_like(ptr)
-    ol, os_, oe = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
+    ol, os_, oe = np.empty(m, RUN), np.empty(m, RUN), np.empty(m, RUN)
     c = 0
     for v in range(ptr.shape[0] - 1):
         base = c
@@ -231,7 +237,7 @@ def slot_one(
     with parallel_section():
         for _ in range(2):
             base = np.concatenate(([0], np.cumsum(room)))
-            out = [np.empty(base[-1], np.int64) for _ in range(3)]
+            out = [np.empty(base[-1], RUN) for _ in range(3)]
             union(ptr, lines, starts, stops, first, final, planes, n2, n3, base, at, counts, *out)
             needed = np.bincount(owner, counts.reshape(nlevels, planes).sum(axis=1), chunks)
             if (needed <= room).all():
@@ -279,9 +285,9 @@ def gather_jobs(at, counts, planes, olines, ostarts, ostops):  # pragma: no cove
         ptr[v + 1] = ptr[v] + counts[v * planes : (v + 1) * planes].sum()
     total = ptr[levels]
     lines, starts, stops = (
-        np.empty(total, np.int64),
-        np.empty(total, np.int64),
-        np.empty(total, np.int64),
+        np.empty(total, RUN),
+        np.empty(total, RUN),
+        np.empty(total, RUN),
     )
     for v in prange(levels):
         a = at[v * planes]

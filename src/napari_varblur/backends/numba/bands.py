@@ -118,9 +118,11 @@ class BandPlan:
 
 def plan(spec: BlurSpec, levels: AxisLevels) -> BandPlan | None:
     """The bands of a diagonal level plan, or ``None`` where they do not fit (more than
-    three blurred axes, more levels than an int16 counts, or runs too short to pay
-    off)."""
-    if len(spec.axes) > 3 or spec.image.size == 0 or 2 * len(levels) > np.iinfo(np.int16).max:
+    three blurred axes, twice as many levels as an int16 counts, more lines than the
+    runs count, or runs too short to pay off)."""
+    lines = spec.image.size // spec.shape[spec.axes[-1]] if spec.image.size else 0
+    if (len(spec.axes) > 3 or spec.image.size == 0 or 2 * len(levels) > np.iinfo(np.int16).max
+            or max(lines, max(spec.shape)) > np.iinfo(band_runs.RUN).max):  # fmt: skip
         return None
     maps = {m.axis: m for m in map_plan(spec)}
     axes = _pass_order(spec, np.broadcast_to(maps[spec.axes[0]].sigma, spec.shape))
