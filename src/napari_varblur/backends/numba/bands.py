@@ -58,6 +58,13 @@ KEEP_LAYOUT = 2.0
 #: (mirrored pairs, vectorised over the run's pixels); a shorter one by one dot product
 #: per pixel (vectorised over the taps).
 _SWEEP = 16
+#: A strided pass's run is widened to a multiple of this many pixels (within its line):
+#: the sums' vector loops then have no scalar remainder, and a run shorter than the
+#: loop's width is vectorised at all.  The widened pixels get the level's true pass
+#: where their source is computed (their own column's), and are never read where it is
+#: not.  Blur of a 64x128x128 radial map 74 -> 65 ms, diagonal 58 -> 52 ms, 2-D
+#: tilted 61 -> 58 ms (runs of 6-45 pixels; 5 rounds alternating).
+_WIDEN = 16
 #: Bytes of a tile's rows (scratch, output, levels, weights) that should stay in cache
 #: from one level to the next (a core's L2 is 1-2 MiB).
 TILE_BYTES = 1 << 20
@@ -288,8 +295,10 @@ def _run(image, out, k, mix, levels, has1, has2, tile, chunks,
         acc = np.empty(n3, image.dtype)
         at = np.empty(widest, np.int64)
         weights = np.empty(widest, image.dtype)
-        y1 = np.empty((tile * per if has1 else 0, n3), image.dtype)
-        y2 = np.empty((tile * per if has2 else 0, n3), image.dtype)
+        # Zeros, not garbage: a widened run (:func:`_widened`) may sum columns no run
+        # wrote, and unset memory can hold subnormals, which are slow to add.
+        y1 = np.zeros((tile * per if has1 else 0, n3), image.dtype)
+        y2 = np.zeros((tile * per if has2 else 0, n3), image.dtype)
         for tix in range(chunk, tiles, chunks):  # in turn: tiles differ in cost
             lo, hi = tix * tile * per, min(units, (tix + 1) * tile) * per
             for v in range(levels.shape[0]):
@@ -327,8 +336,21 @@ def _strided(x, shift, y, lo, shape, slot, r0, r1, lines, starts, stops, src, ke
     holds the lines from ``lo`` on."""
     symmetric = _symmetric(kernel)
     for r in range(r0, r1):
-        _strided_run(x, shift, y, lo, shape, lines[r], starts[r], stops[r], slot, src, kernel,
-                     symmetric, left, scale, fill, at, weights)  # fmt: skip
+        a, e = _widened(starts[r], stops[r], shape[3])
+        _strided_run(x, shift, y, lo, shape, lines[r], a, e, slot, src, kernel, symmetric,
+                     left, scale, fill, at, weights)  # fmt: skip
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _widened(a, e, n):  # pragma: no cover - jitted
+    """Run ``[a, e)`` of a line of ``n`` widened to a multiple of :data:`_WIDEN`
+    pixels, rightwards first, never past the line.  A strided pass's output at a
+    column depends on that column's source alone, so a widened pixel inside another
+    run of the level gets that run's value (its source column was computed for it),
+    and one outside every run is written but never read."""
+    m = -(-(e - a) // _WIDEN) * _WIDEN
+    stop = min(n, a + m)
+    return max(0, stop - m), stop
 
 
 @njit(cache=True, nogil=True, fastmath=FAST, inline="always")
