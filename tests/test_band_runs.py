@@ -112,6 +112,32 @@ def test_work_counts_each_runs_pixels_times_its_levels_taps(rng):
     assert band_runs.work(ptr, starts, stops, taps) == expected > 0
 
 
+@pytest.mark.parametrize("n3", [1, 16, 37])
+def test_whole_lines_in_a_plane_are_joined_and_cover_the_same_pixels(rng, n3):
+    """Slot 1's whole lines that follow one another in a plane become one run; nothing
+    else is joined: not across planes or levels, not a part of a line."""
+    nlevels, planes, n2 = 3, 3, 4
+    ptr, lines, starts, stops = random_runs(rng, nlevels, planes, n2, n3, single=True)
+    whole = rng.random(len(lines)) < 0.6
+    starts, stops = np.where(whole, 0, starts), np.where(whole, n3, stops)
+    optr, olines, ostarts, ostops = band_runs.join_lines(ptr, lines, starts, stops, n2, n3)
+
+    def pixels(p, ls, a, e, v):
+        return sorted(int(ls[i]) * n3 + x for i in range(p[v], p[v + 1]) for x in range(a[i], e[i]))
+
+    for v in range(nlevels):
+        assert pixels(optr, olines, ostarts, ostops, v) == pixels(ptr, lines, starts, stops, v)
+        runs = list(zip(olines[optr[v] : optr[v + 1]], ostarts[optr[v] : optr[v + 1]],
+                        ostops[optr[v] : optr[v + 1]]))  # fmt: skip
+        for (line, a, e), (after, b, f) in itertools.pairwise(runs):
+            joins = a == 0 and e % n3 == 0 and (b, f) == (0, n3) and after == line + e // n3
+            assert not (joins and after // n2 == line // n2)  # (else it would be joined)
+        for line, a, e in runs:
+            if e > n3:  # whole lines of one plane
+                assert a == 0 and e % n3 == 0 and (line + e // n3 - 1) // n2 == line // n2
+    assert len(olines) < len(lines)
+
+
 def test_a_run_over_the_whole_line_at_a_word_edge(rng):
     """Runs that fill whole words and stop exactly at the line's end."""
     ptr, lines = np.array([0, 3]), np.array([0, 1, 1])

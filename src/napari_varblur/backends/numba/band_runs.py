@@ -177,6 +177,39 @@ def by_level(line, start, stop, level, upper, nlevels):  # pragma: no cover - ji
 
 
 @njit(cache=True, nogil=True)
+def join_lines(ptr, lines, starts, stops, n2, n3):  # pragma: no cover - jitted
+    """Each level's runs with the whole lines that follow one another in a plane of
+    ``n2`` lines joined: one run from the first line's start, its stop past ``n3``.
+    The first pass reads and writes such lines as one block of memory, in one sweep
+    (a 64x128x128 radial map: 461k runs, 43% whole lines, joined into 270k)."""
+    optr = np.zeros_like(ptr)
+    m = lines.shape[0]
+    ol, os_, oe = np.empty(m, RUN), np.empty(m, RUN), np.empty(m, RUN)
+    top = np.iinfo(RUN).max - n3
+    c = 0
+    for v in range(ptr.shape[0] - 1):
+        base = c
+        for i in range(ptr[v], ptr[v + 1]):
+            whole = starts[i] == 0 and stops[i] == n3
+            if whole and c > base and _ends_before(ol[c - 1], os_[c - 1], oe[c - 1], lines[i],
+                                                   n2, n3, top):  # fmt: skip
+                oe[c - 1] += n3
+                continue
+            ol[c], os_[c], oe[c] = lines[i], starts[i], stops[i]
+            c += 1
+        optr[v + 1] = c
+    return optr, ol[:c].copy(), os_[:c].copy(), oe[:c].copy()
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ends_before(first, start, stop, line, n2, n3, top):  # pragma: no cover - jitted
+    """Whether a run of whole lines from ``first`` (``start``, ``stop``) ends just before
+    ``line`` in its plane, with room in a run index for one more line (``top``)."""
+    joined = start == 0 and stop % n3 == 0 and stop <= top
+    return joined and line == first + stop // n3 and line // n2 == first // n2
+
+
+@njit(cache=True, nogil=True)
 def dilate(ptr, lines, starts, stops, lo, hi):  # pragma: no cover - jitted
     """The pixels the last pass reads to write each level's runs: every run widened to
     its outputs' reach, overlapping runs of a line merged."""

@@ -92,7 +92,9 @@ class _Slot:
 @dataclass(frozen=True)
 class _Runs:
     """Runs of every used level: level ``j``'s are ``ptr[j] .. ptr[j + 1] - 1``, each
-    a line and ``[start, stop)`` along the contiguous axis, sorted by line."""
+    a line and ``[start, stop)`` along the contiguous axis, sorted by line (slot 1's
+    whole lines that follow one another in a plane are one run, its stop past the
+    line: :func:`band_runs.join_lines`)."""
 
     ptr: np.ndarray
     lines: np.ndarray
@@ -264,8 +266,9 @@ def _union(runs2: _Runs, slot2: _Slot, shape4) -> _Runs:
     first, final = band_runs.inverse_reach(slot2.lo, slot2.hi)
     planes, n2 = shape4[0] * shape4[1], shape4[2]
     chunks = 16 * numba.get_num_threads()  # of the union's jobs: several per thread
-    return _Runs(*band_runs.slot_one(runs2.ptr, runs2.lines, runs2.starts, runs2.stops, first,
-                                     final, planes, n2, shape4[3], chunks, n2))  # fmt: skip
+    runs = band_runs.slot_one(runs2.ptr, runs2.lines, runs2.starts, runs2.stops, first, final,
+                              planes, n2, shape4[3], chunks, n2)  # fmt: skip
+    return _Runs(*band_runs.join_lines(*runs, n2, shape4[3]))
 
 
 # ------------------------------------------------------------------- the passes
@@ -299,16 +302,17 @@ def _run(image, out, k, mix, levels, has1, has2, tile, chunks,
         # wrote, and unset memory can hold subnormals, which are slow to add.
         y1 = np.zeros((tile * per if has1 else 0, n3), image.dtype)
         y2 = np.zeros((tile * per if has2 else 0, n3), image.dtype)
+        yf1, yf2 = y1.reshape(-1), y2.reshape(-1)  # (what the strided passes write)
         for tix in range(chunk, tiles, chunks):  # in turn: tiles differ in cost
             lo, hi = tix * tile * per, min(units, (tix + 1) * tile) * per
             for v in range(levels.shape[0]):
                 for slot in range(1 if has1 else 2, 3 if has2 else 2):
                     # The source as a flat array, less the offset of its first line.
-                    x, shift, y = flat, 0, y1
+                    x, shift, y = flat, 0, yf1
                     ptr, lines, starts, stops = p1, l1, a1, e1
                     src, w, taps, left, scale, fill = src1, w1, taps1, left1, sc1, f1
                     if slot == 2:
-                        x, shift, y = (y1.reshape(-1), lo * n3, y2) if has1 else (flat, 0, y2)
+                        x, shift, y = (yf1, lo * n3, yf2) if has1 else (flat, 0, yf2)
                         ptr, lines, starts, stops = p2, l2, a2, e2
                         src, w, taps, left, scale, fill = src2, w2, taps2, left2, sc2, f2
                     r0, r1 = _within(lines, ptr[v], ptr[v + 1], lo, hi)
@@ -333,7 +337,7 @@ def _strided(x, shift, y, lo, shape, slot, r0, r1, lines, starts, stops, src, ke
     """``y = scale * sum_t w[t] * x[src[i + t]]`` along axis ``slot`` of the working
     layout ``shape``, on runs ``r0 .. r1 - 1``; taps reading the fill add ``w * fill``
     (as scipy).  ``x`` is flat, its element ``j`` the layout's ``j + shift``; ``y``
-    holds the lines from ``lo`` on."""
+    (flat too) holds the lines from ``lo`` on."""
     symmetric = _symmetric(kernel)
     for r in range(r0, r1):
         a, e = _widened(starts[r], stops[r], shape[3])
@@ -348,6 +352,8 @@ def _widened(a, e, n):  # pragma: no cover - jitted
     column depends on that column's source alone, so a widened pixel inside another
     run of the level gets that run's value (its source column was computed for it),
     and one outside every run is written but never read."""
+    if e > n:  # joined lines (:func:`band_runs.join_lines`): long already
+        return a, e
     m = -(-(e - a) // _WIDEN) * _WIDEN
     stop = min(n, a + m)
     return max(0, stop - m), stop
@@ -381,7 +387,8 @@ def _strided_run(
     i, n = (i1, n1) if slot == 1 else (i2, n2)
     stride = n2 * n3 if slot == 1 else n3
     origin = line * n3 + a - i * stride - shift  # row 0 of the axis
-    dst = y[line - lo, a:e]
+    at_line = (line - lo) * n3  # (a run of joined lines ends past its first line)
+    dst = y[at_line + a : at_line + e]
     taps = w.shape[0]
     filled = dst.dtype.type(0)
     if i - left >= 0 and i - left + taps <= n:  # the window lies inside the axis
