@@ -77,6 +77,21 @@ def reference(ptr, lines, starts, stops, first, final, planes, n2, n3):
     return out
 
 
+def joined(runs, n2, n3):
+    """(level, line, start, stop) runs with each level's whole lines that follow one
+    another in a plane joined into one run, its stop past ``n3``."""
+    out = []
+    for v, line, a, b in runs:
+        if out and (a, b) == (0, n3):
+            u, first, s, e = out[-1]
+            if (u == v and s == 0 and e % n3 == 0 and line == first + e // n3
+                    and line // n2 == first // n2):  # fmt: skip
+                out[-1] = (u, first, s, e + n3)
+                continue
+        out.append((v, line, a, b))
+    return out
+
+
 def run_union(ptr, lines, starts, stops, first, final, planes, n2, n3, chunks, spare=8):
     """:func:`band_runs.slot_one` as bands.py calls it, as (level, line, start, stop)."""
     args = (ptr, lines, starts, stops, first, final, planes, n2, n3, chunks, spare)
@@ -94,7 +109,7 @@ def test_slot_one_runs_are_the_union_of_the_window_or_its_hull(rng, n3, single):
     nlevels, planes, n2 = 3, 2, 11
     runs = random_runs(rng, nlevels, planes, n2, n3, single)
     first, final = windows(rng, nlevels, n2)
-    expected = reference(*runs, first, final, planes, n2, n3)
+    expected = joined(reference(*runs, first, final, planes, n2, n3), n2, n3)
     assert expected
     for chunks, spare in itertools.product((1, 2, 4, 64), (0, 64)):
         # (No spare room: chunks whose union has more runs than twice their own are
@@ -120,22 +135,23 @@ def test_whole_lines_in_a_plane_are_joined_and_cover_the_same_pixels(rng, n3):
     ptr, lines, starts, stops = random_runs(rng, nlevels, planes, n2, n3, single=True)
     whole = rng.random(len(lines)) < 0.6
     starts, stops = np.where(whole, 0, starts), np.where(whole, n3, stops)
-    optr, olines, ostarts, ostops = band_runs.join_lines(ptr, lines, starts, stops, n2, n3)
+    first = np.tile(np.arange(n2), (nlevels, 1))  # each line reads itself only
+    got = run_union(ptr, lines, starts, stops, first, first, planes, n2, n3, 2)
 
-    def pixels(p, ls, a, e, v):
-        return sorted(int(ls[i]) * n3 + x for i in range(p[v], p[v + 1]) for x in range(a[i], e[i]))
+    def pixels(runs, v):
+        return sorted(line * n3 + x for u, line, a, e in runs if u == v for x in range(a, e))
 
+    given = [(v, int(lines[i]), int(starts[i]), int(stops[i]))
+             for v in range(nlevels) for i in range(ptr[v], ptr[v + 1])]  # fmt: skip
     for v in range(nlevels):
-        assert pixels(optr, olines, ostarts, ostops, v) == pixels(ptr, lines, starts, stops, v)
-        runs = list(zip(olines[optr[v] : optr[v + 1]], ostarts[optr[v] : optr[v + 1]],
-                        ostops[optr[v] : optr[v + 1]]))  # fmt: skip
-        for (line, a, e), (after, b, f) in itertools.pairwise(runs):
-            joins = a == 0 and e % n3 == 0 and (b, f) == (0, n3) and after == line + e // n3
-            assert not (joins and after // n2 == line // n2)  # (else it would be joined)
-        for line, a, e in runs:
-            if e > n3:  # whole lines of one plane
-                assert a == 0 and e % n3 == 0 and (line + e // n3 - 1) // n2 == line // n2
-    assert len(olines) < len(lines)
+        assert pixels(got, v) == pixels(given, v)
+    for (u, line, a, e), (v, after, b, f) in itertools.pairwise(got):
+        joins = u == v and a == 0 and e % n3 == 0 and (b, f) == (0, n3)
+        assert not (joins and after == line + e // n3 and after // n2 == line // n2)
+    for _, line, a, e in got:
+        if e > n3:  # whole lines of one plane
+            assert a == 0 and e % n3 == 0 and (line + e // n3 - 1) // n2 == line // n2
+    assert len(got) < len(given)
 
 
 def test_a_run_over_the_whole_line_at_a_word_edge(rng):

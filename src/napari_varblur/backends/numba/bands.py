@@ -94,7 +94,7 @@ class _Runs:
     """Runs of every used level: level ``j``'s are ``ptr[j] .. ptr[j + 1] - 1``, each
     a line and ``[start, stop)`` along the contiguous axis, sorted by line (slot 1's
     whole lines that follow one another in a plane are one run, its stop past the
-    line: :func:`band_runs.join_lines`)."""
+    line: :func:`band_runs.gather_jobs`)."""
 
     ptr: np.ndarray
     lines: np.ndarray
@@ -266,9 +266,8 @@ def _union(runs2: _Runs, slot2: _Slot, shape4) -> _Runs:
     first, final = band_runs.inverse_reach(slot2.lo, slot2.hi)
     planes, n2 = shape4[0] * shape4[1], shape4[2]
     chunks = 16 * numba.get_num_threads()  # of the union's jobs: several per thread
-    runs = band_runs.slot_one(runs2.ptr, runs2.lines, runs2.starts, runs2.stops, first, final,
-                              planes, n2, shape4[3], chunks, n2)  # fmt: skip
-    return _Runs(*band_runs.join_lines(*runs, n2, shape4[3]))
+    return _Runs(*band_runs.slot_one(runs2.ptr, runs2.lines, runs2.starts, runs2.stops, first,
+                                     final, planes, n2, shape4[3], chunks, n2))  # fmt: skip
 
 
 # ------------------------------------------------------------------- the passes
@@ -352,7 +351,7 @@ def _widened(a, e, n):  # pragma: no cover - jitted
     column depends on that column's source alone, so a widened pixel inside another
     run of the level gets that run's value (its source column was computed for it),
     and one outside every run is written but never read."""
-    if e > n:  # joined lines (:func:`band_runs.join_lines`): long already
+    if e > n:  # joined lines (:func:`band_runs.gather_jobs`): long already
         return a, e
     m = -(-(e - a) // _WIDEN) * _WIDEN
     stop = min(n, a + m)
