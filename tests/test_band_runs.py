@@ -118,6 +118,37 @@ def test_slot_one_runs_are_the_union_of_the_window_or_its_hull(rng, n3, single):
         assert got == expected
 
 
+@pytest.mark.parametrize("count", [1, 7, 500])
+def test_by_level_lists_each_levels_segments_with_touching_ones_merged(rng, count):
+    """Segments of several lines, split into chunks that run in parallel: each level
+    gets its own segments and those below it with an upper weight, in line order,
+    touching ones merged (also where a chunk boundary would fall inside a line)."""
+    nlevels, n3 = 5, 40
+    line = np.sort(rng.integers(0, max(1, count // 6), count)).astype(np.int32)
+    start = np.zeros(count, np.int32)
+    for i in range(1, count):  # a line's segments tile it from 0
+        start[i] = 0 if line[i] != line[i - 1] else min(n3 - 1, start[i - 1] + 1 + i % 3)
+    stop = np.where(np.r_[line[1:] != line[:-1], True], n3, np.r_[start[1:], n3]).astype(np.int32)
+    keep = stop > start
+    line, start, stop = line[keep], start[keep], stop[keep]
+    level = rng.integers(0, nlevels, len(line)).astype(np.int32)
+    upper = rng.random(len(line)) < 0.5
+    expected = [[] for _ in range(nlevels)]
+    for i in range(len(line)):
+        for lv in (level[i], level[i] + 1) if upper[i] else (level[i],):
+            if lv >= nlevels:
+                continue
+            runs = expected[lv]
+            if runs and runs[-1][0] == line[i] and runs[-1][2] == start[i]:
+                runs[-1] = (runs[-1][0], runs[-1][1], int(stop[i]))
+            else:
+                runs.append((int(line[i]), int(start[i]), int(stop[i])))
+    ptr, lines, starts, stops = band_runs.by_level(line, start, stop, level, upper.copy(), nlevels)
+    got = [list(zip(lines[ptr[v] : ptr[v + 1]].tolist(), starts[ptr[v] : ptr[v + 1]].tolist(),
+                    stops[ptr[v] : ptr[v + 1]].tolist())) for v in range(nlevels)]  # fmt: skip
+    assert got == expected
+
+
 def test_work_counts_each_runs_pixels_times_its_levels_taps(rng):
     """The planner's cost of a pass: every run's length times its level's taps."""
     ptr, _, starts, stops = random_runs(rng, 4, 2, 5, 70, single=False)

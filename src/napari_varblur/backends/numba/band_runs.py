@@ -5,6 +5,7 @@ line.  Every step is one kernel call for all levels together."""
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numba import njit, prange
 from numba.cpython.unsafe.numbers import trailing_zeros
@@ -140,40 +141,64 @@ def segments(key: np.ndarray, counts: np.ndarray) -> tuple:
     return tuple(out)
 
 
-@njit(cache=True, nogil=True)
-def by_level(line, start, stop, level, upper, nlevels):  # pragma: no cover - jitted
+def by_level(line, start, stop, level, upper, nlevels: int) -> tuple:
     """Each level's runs (the segments that mix it: their own level, and the next one
-    where the upper weight is not 0), sorted by line and start, touching runs merged."""
-    count = np.zeros(nlevels + 1, np.int64)
-    for i in range(line.shape[0]):
-        upper[i] = upper[i] and level[i] + 1 < nlevels
-        count[level[i] + 1] += 1
-        if upper[i]:
-            count[level[i] + 2] += 1
-    ptr = np.cumsum(count)
-    fill = ptr[:-1].copy()
-    lines = np.empty(ptr[-1], RUN)
-    starts, stops = np.empty(ptr[-1], RUN), np.empty(ptr[-1], RUN)
-    for i in range(line.shape[0]):
-        own = np.int64(level[i])
-        for lv in (own, own + 1):
-            if lv == own or upper[i]:
-                j = fill[lv]
-                if j > ptr[lv] and lines[j - 1] == line[i] and stops[j - 1] == start[i]:
-                    stops[j - 1] = stop[i]  # touches the previous run: extend it
-                    continue
-                lines[j], starts[j], stops[j] = line[i], start[i], stop[i]
-                fill[lv] += 1
-    # Compact: each level's runs end at fill[lv].
-    out = np.zeros(nlevels + 1, np.int64)
-    for lv in range(nlevels):
-        out[lv + 1] = out[lv] + fill[lv] - ptr[lv]
-        for j in range(fill[lv] - ptr[lv]):
-            lines[out[lv] + j] = lines[ptr[lv] + j]
-            starts[out[lv] + j] = starts[ptr[lv] + j]
-            stops[out[lv] + j] = stops[ptr[lv] + j]
-    total = out[nlevels]
-    return out, lines[:total], starts[:total], stops[:total]
+    where the upper weight is not 0), sorted by line and start, touching runs merged,
+    as ``(ptr, lines, starts, stops)``.  Chunks of whole lines run in parallel, each
+    into its own room per level (runs touch only within a line)."""
+    chunks = max(1, min(4 * numba.get_num_threads(), len(line)))
+    bounds = np.linspace(0, len(line), chunks + 1).astype(np.int64)
+    with parallel_section():
+        return _by_level(line, start, stop, level, upper, nlevels, _line_starts(line, bounds))
+
+
+@njit(cache=True, nogil=True)
+def _line_starts(line, bounds):  # pragma: no cover - jitted
+    """``bounds`` moved forwards to the first segment of a line."""
+    for c in range(1, bounds.shape[0] - 1):
+        i = max(bounds[c], bounds[c - 1])
+        while 0 < i < line.shape[0] and line[i] == line[i - 1]:
+            i += 1
+        bounds[c] = i
+    return bounds
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _by_level(line, start, stop, level, upper, nlevels, bounds):  # pragma: no cover - jitted
+    chunks = bounds.shape[0] - 1
+    count = np.zeros((chunks, nlevels), np.int64)  # (a chunk's own row: no false sharing)
+    for c in prange(chunks):
+        for i in range(bounds[c], bounds[c + 1]):
+            upper[i] = upper[i] and level[i] + 1 < nlevels
+            count[c, level[i]] += 1
+            if upper[i]:
+                count[c, level[i] + 1] += 1
+    room = np.zeros(nlevels * chunks + 1, np.int64)  # level-major: a level's chunks in turn
+    room[1:] = np.cumsum(count.T.copy().ravel())
+    lines, starts, stops = (np.empty(room[-1], RUN), np.empty(room[-1], RUN),
+                            np.empty(room[-1], RUN))  # fmt: skip
+    fill = np.empty((chunks, nlevels), np.int64)
+    for c in prange(chunks):
+        for lv in range(nlevels):
+            fill[c, lv] = room[lv * chunks + c]
+        for i in range(bounds[c], bounds[c + 1]):
+            own = np.int64(level[i])
+            _put(lines, starts, stops, fill, room, own, c, chunks, line[i], start[i], stop[i])
+            if upper[i]:
+                _put(lines, starts, stops, fill, room, own + 1, c, chunks, line[i], start[i],
+                     stop[i])  # fmt: skip
+    used = fill.T - room[:-1].reshape(nlevels, chunks)
+    ptr = np.zeros(nlevels + 1, np.int64)
+    ptr[1:] = np.cumsum(used.sum(axis=1))
+    out = (np.empty(ptr[-1], RUN), np.empty(ptr[-1], RUN), np.empty(ptr[-1], RUN))
+    for lv in prange(nlevels):  # each level's chunks, one after another
+        o = ptr[lv]
+        for c in range(chunks):
+            a = room[lv * chunks + c]
+            for j in range(a, fill[c, lv]):
+                out[0][o], out[1][o], out[2][o] = lines[j], starts[j], stops[j]
+                o += 1
+    return ptr, out[0], out[1], out[2]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -182,6 +207,18 @@ def _ends_before(first, start, stop, line, n2, n3, top):  # pragma: no cover - j
     ``line`` in its plane, with room in a run index for one more line (``top``)."""
     joined = start == 0 and stop % n3 == 0 and stop <= top
     return joined and line == first + stop // n3 and line // n2 == first // n2
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put(lines, starts, stops, fill, room, lv, c, chunks, line, start, stop):  # pragma: no cover
+    """A segment into level ``lv``'s room of chunk ``c``: appended, or the previous run
+    extended where it touches it."""
+    j = fill[c, lv]
+    if j > room[lv * chunks + c] and lines[j - 1] == line and stops[j - 1] == start:
+        stops[j - 1] = stop
+        return
+    lines[j], starts[j], stops[j] = line, start, stop
+    fill[c, lv] += 1
 
 
 @njit(cache=True, nogil=True)
