@@ -269,8 +269,8 @@ def work(ptr, starts, stops, taps):  # pragma: no cover - jitted
 def slot_one(
     ptr, lines, starts, stops, first, final, planes: int, n2: int, n3: int, chunks: int, spare: int
 ) -> tuple:
-    """Slot 1's runs (:func:`union`, whole lines joined: :func:`gather_jobs`) in one
-    pass, as ``(ptr, lines, starts, stops)``:
+    """Slot 1's runs (:func:`union`, whole lines joined: :func:`_join`) in one pass,
+    as ``(ptr, lines, starts, stops)``:
     each chunk of levels writes into room for twice its slot-2 runs and ``spare`` per
     level (a 3-D radial map's union has 1.6 times as many runs), and the few chunks
     that need more are run again with their counts.  (Counting first, then writing,
@@ -289,7 +289,7 @@ def slot_one(
             if (needed <= room).all():
                 break
             room = np.maximum(room, needed.astype(np.int64))
-        return gather_jobs(at, counts, planes, n2, n3, *out)
+        return gather_jobs(at, counts, planes, *out)
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -322,48 +322,48 @@ def union(ptr, lines, starts, stops, first, final, planes, n2, n3, base, at, cou
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def gather_jobs(at, counts, planes, n2, n3, olines, ostarts, ostops):  # pragma: no cover
+def gather_jobs(at, counts, planes, olines, ostarts, ostops):  # pragma: no cover - jitted
     """:func:`union`'s runs in level order (each level's jobs, one per plane, lie one
-    after another in its chunk), the whole lines that follow one another in a plane
-    joined (:func:`_join`): the levels' pointers and the runs, copied."""
+    after another in its chunk): the levels' pointers and the runs, copied."""
     levels = counts.shape[0] // planes
-    top = np.iinfo(RUN).max - n3
-    size = np.zeros(levels + 1, np.int64)
+    ptr = np.zeros(levels + 1, np.int64)
+    for v in range(levels):
+        ptr[v + 1] = ptr[v] + counts[v * planes : (v + 1) * planes].sum()
+    total = ptr[levels]
+    lines, starts, stops = (
+        np.empty(total, RUN),
+        np.empty(total, RUN),
+        np.empty(total, RUN),
+    )
     for v in prange(levels):
         a = at[v * planes]
-        b = a + counts[v * planes : (v + 1) * planes].sum()
-        size[v + 1] = _join(olines, ostarts, ostops, a, b, olines, ostarts, ostops, 0, n2, n3,
-                            top, False)  # fmt: skip
-    ptr = np.cumsum(size)
-    lines, starts, stops = (np.empty(ptr[levels], RUN), np.empty(ptr[levels], RUN),
-                            np.empty(ptr[levels], RUN))  # fmt: skip
-    for v in prange(levels):
-        a = at[v * planes]
-        b = a + counts[v * planes : (v + 1) * planes].sum()
-        _join(olines, ostarts, ostops, a, b, lines, starts, stops, ptr[v], n2, n3, top, True)
+        for i in range(ptr[v + 1] - ptr[v]):
+            lines[ptr[v] + i] = olines[a + i]
+            starts[ptr[v] + i] = ostarts[a + i]
+            stops[ptr[v] + i] = ostops[a + i]
     return ptr, lines, starts, stops
 
 
 @njit(cache=True, nogil=True)
-def _join(lines, starts, stops, a, b, olines, ostarts, ostops, o, n2, n3, top,
-          write):  # pragma: no cover  # fmt: skip
+def _join(lines, starts, stops, a, b, n2, n3):  # pragma: no cover - jitted
     """Runs ``a .. b - 1`` (sorted by line) with the whole lines that follow one another
-    in a plane of ``n2`` lines joined: one run from the first line's start, its stop
-    past ``n3``.  The first pass reads and writes such lines as one block of memory,
-    in one sweep (a 64x128x128 radial map: 461k runs, 43% whole lines, joined into
-    270k).  Returns the count; written from ``o`` if ``write``."""
+    in a plane of ``n2`` lines joined, in place: one run from the first line's start,
+    its stop past ``n3``.  The first pass reads and writes such lines as one block of
+    memory, in one sweep (a 64x128x128 radial map: 461k runs, 43% whole lines, joined
+    into 270k).  Returns the count."""
+    top = np.iinfo(RUN).max - n3
     c, first, start, stop = 0, 0, 0, 0  # the run being built
     for i in range(a, b):
         whole = starts[i] == 0 and stops[i] == n3
         if whole and c > 0 and _ends_before(first, start, stop, lines[i], n2, n3, top):
             stop += n3
             continue
-        if write and c > 0:
-            olines[o + c - 1], ostarts[o + c - 1], ostops[o + c - 1] = first, start, stop
+        if c > 0:  # (at or before run i - 1: nothing still to be read)
+            lines[a + c - 1], starts[a + c - 1], stops[a + c - 1] = first, start, stop
         first, start, stop = lines[i], starts[i], stops[i]
         c += 1
-    if write and c > 0:
-        olines[o + c - 1], ostarts[o + c - 1], ostops[o + c - 1] = first, start, stop
+    if c > 0:
+        lines[a + c - 1], starts[a + c - 1], stops[a + c - 1] = first, start, stop
     return c
 
 
@@ -381,10 +381,14 @@ def _union_job(v, plane, ptr, lines, starts, stops, first, final, n2, n3, bits, 
     line_at, low, high = scratch[0], scratch[1], scratch[2]
     single = _plane_lines(lines, starts, stops, lo, hi, plane, n2, n3, line_at, low, high)
     if single:
-        return _hull_lines(v, plane, n2, first, final, line_at, low, high, scratch[3],
-                           scratch[4], o, end, olines, ostarts, ostops)  # fmt: skip
-    return _bit_lines(v, plane, n2, n3, first, final, line_at, starts, stops, bits, window, o,
-                      end, olines, ostarts, ostops)  # fmt: skip
+        c = _hull_lines(v, plane, n2, first, final, line_at, low, high, scratch[3], scratch[4],
+                        o, end, olines, ostarts, ostops)  # fmt: skip
+    else:
+        c = _bit_lines(v, plane, n2, n3, first, final, line_at, starts, stops, bits, window, o,
+                       end, olines, ostarts, ostops)  # fmt: skip
+    if o + c > end:  # not all written: counted as they are, for the chunk's second run
+        return c
+    return _join(olines, ostarts, ostops, o, o + c, n2, n3)
 
 
 @njit(cache=True, nogil=True)
