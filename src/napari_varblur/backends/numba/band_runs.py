@@ -202,14 +202,6 @@ def _by_level(line, start, stop, level, upper, nlevels, bounds):  # pragma: no c
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _ends_before(first, start, stop, line, n2, n3, top):  # pragma: no cover - jitted
-    """Whether a run of whole lines from ``first`` (``start``, ``stop``) ends just before
-    ``line`` in its plane, with room in a run index for one more line (``top``)."""
-    joined = start == 0 and stop % n3 == 0 and stop <= top
-    return joined and line == first + stop // n3 and line // n2 == first // n2
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _put(lines, starts, stops, fill, room, lv, c, chunks, line, start, stop):  # pragma: no cover
     """A segment into level ``lv``'s room of chunk ``c``: appended, or the previous run
     extended where it touches it."""
@@ -365,6 +357,14 @@ def _join(lines, starts, stops, a, b, n2, n3):  # pragma: no cover - jitted
     if c > 0:
         lines[a + c - 1], starts[a + c - 1], stops[a + c - 1] = first, start, stop
     return c
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ends_before(first, start, stop, line, n2, n3, top):  # pragma: no cover - jitted
+    """Whether a run of whole lines from ``first`` (``start``, ``stop``) ends just before
+    ``line`` in its plane, with room in a run index for one more line (``top``)."""
+    joined = start == 0 and stop % n3 == 0 and stop <= top
+    return joined and line == first + stop // n3 and line // n2 == first // n2
 
 
 @njit(cache=True, nogil=True, inline="always")
