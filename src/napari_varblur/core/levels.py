@@ -19,10 +19,11 @@ window, per axis), so the error of the output is ``sum_d e(d) v(d)`` with
 and its mix are tensor products of the per-axis kernels ``K_a`` and mixes ``A_a``
 (non-negative, each of L1 norm 1), so ``||A - K||_1 <= sum_a ||A_a - K_a||_1``.  Each
 interval between levels is split until the 1-D L1 error, maximised over the interval
-(16 interior sigmas) and over every window the axis has (crop windows at each
-distance from the edge), is at most ``0.8 * 2 * tolerance / naxes``: so every output is
-within ``tolerance * (max - min)`` of the exact result (the 0.8 leaves room for the
-error between the sampled sigmas, which varies smoothly, as ``t (1 - t)``).  Where the
+(16 interior sigmas, then 16 more around each local maximum found) and over every
+window the axis has (crop windows at each distance from the edge), is at most
+``0.97 * 2 * tolerance / naxes``: so every output is within ``tolerance * (max - min)``
+of the exact result (the error is a smooth bump, as ``t (1 - t)``: the refined maximum
+is within about 1e-4 of the true one, and the 0.97 leaves 30 times that).  Where the
 axes share their levels and each has one symmetric window (every mode but crop), the
 D-dimensional L1 distance is summed exactly instead, over the kernel's symmetric
 orbits: the per-axis sums overstate it 1.5x in 2-D and 2x in 3-D (their errors partly
@@ -49,10 +50,15 @@ MAX_QUANTISED = 64
 #: Tolerance levels are planned up to this radius (the bound's work grows as r^3 per
 #: crop bucket); a map reaching further is blurred exactly.
 MAX_LEVEL_RADIUS = 128
-#: Interior sigmas at which an interval's error is evaluated, and the share of the
-#: budget the sampled maximum may use.
+#: Interior sigmas at which an interval's error is evaluated (then as many again around
+#: each local maximum, ``ZOOMS`` times: :func:`_refined_max`), and the share of the budget the
+#: refined maximum may use.  (With 16 samples alone and a share of 0.8, a 3-D map from
+#: sigma 0.5 to 8 took 103 levels; refined, at 0.97, 94: buckets 21-23 need one
+#: interval, not two.)
 SAMPLES = 16
-SAFETY = 0.8
+ZOOMS = 1
+MAX_PEAKS = 4
+SAFETY = 0.97
 #: Pixels located per chunk (bounds locate's float64 temporaries).
 LOCATE_CHUNK = 1 << 16
 #: The most distinct taps for which a tensor kernel's mixing error is summed exactly
@@ -208,19 +214,24 @@ def _split(lo: float, hi: float, r: int, budget: float, shapes) -> list[float]:
     if hi - lo <= MIN_WIDTH * max(hi, 1e-300):
         return [hi]
     limit = SAFETY * budget
+
+    def too_big(a: float, b: float) -> bool:  # (refined only where the samples pass)
+        return b - a > MIN_WIDTH * b and (
+            mixing_error(a, b, r, shapes, False) > limit or mixing_error(a, b, r, shapes) > limit
+        )
+
     done, todo = [], [(lo, hi)]
     while todo:
         a, b = todo.pop()
-        error = mixing_error(a, b, r, shapes) if b - a > MIN_WIDTH * b else 0.0
-        if error <= limit:
+        if not too_big(a, b):
             done.append((a, b))
             continue
         # The fewest equal pieces that all pass (from the square-law guess up).
-        n = max(2, math.ceil(math.sqrt(error / limit)))
+        n = max(2, math.ceil(math.sqrt(mixing_error(a, b, r, shapes, False) / limit)))
         while True:
             cuts = _cuts(a, b, n)
             pieces = list(itertools.pairwise(cuts))
-            over = [p for p in pieces if mixing_error(p[0], p[1], r, shapes) > limit]
+            over = [p for p in pieces if too_big(*p)]
             if not over or n >= MAX_PIECES:
                 break
             n += 1
@@ -239,7 +250,7 @@ def _cuts(a: float, b: float, n: int) -> list[float]:
 
 
 @lru_cache(maxsize=8192)
-def mixing_error(lo: float, hi: float, r: int, shapes: tuple) -> float:
+def mixing_error(lo: float, hi: float, r: int, shapes: tuple, refine: bool = True) -> float:
     """Bound on the L1 distance between a pixel's kernel and its mix of levels ``lo``
     and ``hi`` (radius ``r``) over the axes that share them (one window set each).
 
@@ -251,13 +262,39 @@ def mixing_error(lo: float, hi: float, r: int, shapes: tuple) -> float:
     (expand ``k_hi = k_lo + u``), so the bound adds
     ``t (prod(1 + u_a) - 1 - sum u_a) - (prod(1 + t u_a) - 1 - t sum u_a)``.
     Where every axis has one symmetric window, the D-dimensional distance itself
-    (:func:`_tensor_error`).  The maximum is taken over ``SAMPLES`` sigmas between
-    ``lo`` and ``hi``.
+    (:func:`_tensor_error`).  The maximum over the sigmas between ``lo`` and ``hi``
+    is refined from samples (:func:`_refined_max`; ``refine=False``: the samples'
+    maximum, which is never above it).
     """
-    u = np.linspace(0.0, 1.0, SAMPLES + 2)[1:-1]
     terms = _tensor_terms(tuple(s[0][0] for s in shapes)) if _one_window(shapes) else None
     if terms is not None:
-        return float(_tensor_error(lo, hi, terms, u).max())
+        return _refined_max(lambda u: _tensor_error(lo, hi, terms, u), refine)
+    return _refined_max(lambda u: _axes_error(lo, hi, r, shapes, u), refine)
+
+
+def _refined_max(error: Callable[[np.ndarray], np.ndarray], refine: bool = True) -> float:
+    """The maximum of ``error(u)`` over ``0 < u < 1`` (0 at both ends): sampled at
+    :data:`SAMPLES` points, then :data:`ZOOMS` times at as many points between the
+    neighbours of each local maximum of the samples so far (a bump may have more than
+    one; the :data:`MAX_PEAKS` highest)."""
+    u = np.linspace(0.0, 1.0, SAMPLES + 2)
+    e = np.concatenate(([0.0], error(u[1:-1]), [0.0]))
+    for _ in range(ZOOMS if refine else 0):
+        peaks = np.flatnonzero((e[1:-1] > e[:-2]) & (e[1:-1] >= e[2:])) + 1
+        peaks = peaks[np.argsort(e[peaks])[::-1][:MAX_PEAKS]]
+        if not len(peaks):  # (0 everywhere: lo == hi)
+            break
+        finer = [np.linspace(u[i - 1], u[i + 1], SAMPLES + 2)[1:-1] for i in peaks]
+        finer = np.setdiff1d(np.concatenate(finer), u)
+        u, e = np.concatenate((u, finer)), np.concatenate((e, error(finer)))
+        order = np.argsort(u, kind="stable")
+        u, e = u[order], e[order]
+    return float(e.max())
+
+
+def _axes_error(lo, hi, r, shapes: tuple, u: np.ndarray) -> np.ndarray:
+    """Per sample of ``u``: the per-axis errors summed, with the cross terms of axes
+    that mix the same two levels at once (:func:`mixing_error`)."""
     total = np.zeros_like(u)
     spread = []
     for shape in shapes:
@@ -267,7 +304,7 @@ def mixing_error(lo: float, hi: float, r: int, shapes: tuple) -> float:
     if len(spread) > 1:
         big, small = np.prod([1 + v for v in spread]), np.prod([1 + u * v for v in spread], axis=0)
         total += u * (big - 1 - sum(spread)) - (small - 1 - u * sum(spread))
-    return float(total.max())
+    return total
 
 
 def _one_window(shapes: tuple) -> bool:
