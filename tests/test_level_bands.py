@@ -271,7 +271,7 @@ def test_weights_recomputed_from_the_map_are_the_stored_ones_bit_for_bit(rng, pr
         spec = BlurSpec.from_args(image, base.astype(dtype), backend="numba",
                                   precision=precision, tolerance=1e-3, mode="mirror")  # fmt: skip
         plan = bands.plan(spec, plan_levels(spec).levels[0])
-        source, _, _, recompute = plan.mix
+        source, _, _, recompute, _ = plan.mix
         assert recompute == (dtype == precision == np.float32)
         if recompute:  # the map itself, in the working layout
             np.testing.assert_array_equal(np.sort(source, axis=None), np.sort(base, axis=None))

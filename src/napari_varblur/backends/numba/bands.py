@@ -109,10 +109,10 @@ class _Runs:
 @dataclass(frozen=True)
 class BandPlan:
     """Everything a band blur needs, built once from the map: the working shape, each
-    pixel's lower level ``k`` and the source of its upper weight ``mix``
-    (:func:`_located`), the used levels, and per slot their passes and runs (``None``
-    where the slot has length 1).  ``taps`` counts the multiply-adds (the planner's
-    cost), ``runs`` the runs."""
+    pixel's lower level ``k`` (one row of zeros where the blur recomputes the weights)
+    and the source of its upper weight ``mix`` (:func:`_located`), the used levels, and
+    per slot their passes and runs (``None`` where the slot has length 1).  ``taps``
+    counts the multiply-adds (the planner's cost), ``runs`` the runs."""
 
     axes: tuple[int, ...]
     shape: tuple[int, int, int, int]
@@ -142,6 +142,9 @@ def plan(spec: BlurSpec, levels: AxisLevels) -> BandPlan | None:
     if len(segments[0]) * MIN_MEAN_RUN > k.size:
         return None
     ptr, lines, starts, stops = band_runs.by_level(*segments, len(levels))
+    del segments
+    if mix[3]:  # the blur tells a pixel's level from its sigma: no key held (half an image)
+        k = np.zeros((1, k.shape[1]), k.dtype)
     used = np.flatnonzero(ptr[1:] > ptr[:-1])
     runs3 = _Runs(np.concatenate(([0], np.cumsum((ptr[1:] - ptr[:-1])[used]))),
                   lines, starts, stops)  # fmt: skip
@@ -226,13 +229,13 @@ def _shape4(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, int, in
 
 
 def _located(spec, sigma, axes, levels: AxisLevels, n3: int, dtype):
-    """Each pixel's key (int16: a plan holds it until the blur ends; the segments turn
-    it into the level), in the working layout's lines, each line's count of
-    segments, and where the blur finds each
-    pixel's upper weight: ``(source, square, inverse, recompute)``.  A float32 map in
-    a float32 blur is its own source (``recompute``: the blur recomputes the weights
-    from it, the bits :func:`band_runs.locate` got, and holds no image of them);
-    another map's weights are stored."""
+    """Each pixel's key (int16; the segments turn it into the level), in the working
+    layout's lines, each line's count of segments, and where the blur finds each
+    pixel's upper weight: ``(source, square, inverse, recompute, sigmas of the
+    levels)``.  A float32 map in a float32 blur is its own source (``recompute``: the
+    blur recomputes the weights from it, the bits :func:`band_runs.locate` got, and
+    tells each pixel's level from them, so the plan holds neither the weights nor the
+    levels: :func:`plan`); another map's weights and levels are kept."""
     if sigma.shape != spec.shape:  # a broadcast is read-only, so copied: only if needed
         sigma = np.broadcast_to(sigma, spec.shape)
     sigma = contiguous(working_layout(sigma, axes), sigma.dtype).reshape(-1, n3)
@@ -245,7 +248,8 @@ def _located(spec, sigma, axes, levels: AxisLevels, n3: int, dtype):
     with parallel_section():
         band_runs.locate(sigma, k, t, counts, levels.sigma, square, inverse, first, last,
                          float(levels.truncate), int(levels.limit))  # fmt: skip
-    return k, (sigma if recompute else t, square, inverse, recompute), counts
+    lsig = np.asarray(levels.sigma, np.float64)
+    return k, (sigma if recompute else t, square, inverse, recompute, lsig), counts
 
 
 def _slot_runs(runs3: _Runs, slots, shape4) -> tuple:
@@ -368,7 +372,7 @@ def _last(x, first, out, r0, r1, lines, starts, stops, src, kernel, left, scale,
     for r in range(r0, r1):
         i = lines[r]
         _last_run(x[i - first], target[i], starts[r], stops[r], src, kernel, symmetric, left,
-                  scale, fill, k[i], mix, i, level, buf, acc, at)  # fmt: skip
+                  scale, fill, k[i % k.shape[0]], mix, i, level, buf, acc, at)  # fmt: skip
 
 
 @njit(cache=True, nogil=True, fastmath=FAST, inline="always")
@@ -499,10 +503,14 @@ def _mix(out, acc, a, m, scale, k, mix, line, level):  # pragma: no cover - jitt
     of the level by :func:`_weight`.  A pixel whose weight is 0 is left alone: a NaN
     it does not mix must not reach it.  A run's pixels lie on the level or the one
     below, so the loop has no branch: over slices of a long run, it vectorises."""
-    source, square, inverse, recompute = mix
+    source, square, inverse, recompute, lsig = mix
     values = source[line]
     below = max(level - 1, 0)
-    tables = (square[level], inverse[level], square[below], inverse[below])
+    # A pixel has the level as its own (lower) one where its sigma is at least the
+    # level's (as :func:`band_runs.locate` finds it), or where the level is its bucket's
+    # first (the one below does not mix with it; level 0 has none below).
+    own = lsig[level] if level > 0 and inverse[below] != 0 else -1.0
+    tables = (square[level], inverse[level], square[below], inverse[below], own)
     zero = out.dtype.type(0)
     if m >= _SWEEP:
         kk, tt, oo, ss = k[a : a + m], values[a : a + m], out[a : a + m], scale[a : a + m]
@@ -519,13 +527,16 @@ def _mix(out, acc, a, m, scale, k, mix, line, level):  # pragma: no cover - jitt
 @njit(cache=True, nogil=True, fastmath=FAST, inline="always")
 def _weight(j, value, level, recompute, tables):  # pragma: no cover - jitted
     """A pixel's weight of ``level``: ``1 - t`` on the level, ``t`` on the one below,
-    else 0.  ``t`` is ``value``, or recomputed from it (the pixel's sigma) with
-    ``tables``: the squared sigma and inverse of the level and of the one below."""
+    else 0 (``j``: the pixel's level).  ``t`` is ``value``, or recomputed from it (the
+    pixel's sigma) with ``tables``: the squared sigma and inverse of the level and of
+    the one below, and the least sigma that has the level as its own (a run's pixels
+    are on the level or the one below: ``j`` is not read)."""
     t = value
     if recompute:
-        own = j == level
+        own = np.float64(value) >= tables[4]
         square, inverse = (tables[0], tables[1]) if own else (tables[2], tables[3])
         t = type(value)(band_runs.upper_weight(np.float64(value), square, inverse))
+        return 1 - t if own else t
     if j == level:
         return 1 - t
     return t if j == level - 1 else type(value)(0)
