@@ -206,13 +206,15 @@ def windows(n: int, crop: bool, limit: int = NO_LIMIT) -> Callable[[int], tuple]
     return of
 
 
-def _split(lo: float, hi: float, r: int, budget: float, shapes) -> list[float]:
+@lru_cache(maxsize=4096)
+def _split(lo: float, hi: float, r: int, budget: float, shapes) -> tuple[float, ...]:
     """Level sigmas from ``lo`` to ``hi``: an interval over budget is cut into as many
     pieces as its error asks for (the error grows as the square of a short interval's
     width), and a piece still over budget is cut again.  Halving alone overshoots:
-    an interval at five times the budget needs three pieces, not four."""
+    an interval at five times the budget needs three pieces, not four.  (Kept: every
+    call plans its levels again, and a bucket's split asked ~20 cached errors.)"""
     if hi - lo <= MIN_WIDTH * max(hi, 1e-300):
-        return [hi]
+        return (hi,)
     limit = SAFETY * budget
 
     def too_big(a: float, b: float) -> bool:  # (refined only where the samples pass)
@@ -238,7 +240,7 @@ def _split(lo: float, hi: float, r: int, budget: float, shapes) -> list[float]:
         done += [p for p in pieces if p not in over]
         todo += over
     done.sort()
-    return [done[0][0]] + [b for _, b in done]
+    return (done[0][0], *(b for _, b in done))
 
 
 def _cuts(a: float, b: float, n: int) -> list[float]:
