@@ -23,7 +23,7 @@ interval between levels is split until the 1-D L1 error, maximised over the inte
 window the axis has (crop windows at each distance from the edge), is at most
 ``0.97 * 2 * tolerance / naxes``: so every output is within ``tolerance * (max - min)``
 of the exact result (the error is a smooth bump, as ``t (1 - t)``: the refined maximum
-is within about 1e-4 of the true one, and the 0.97 leaves 30 times that).  Where the
+is within about 1e-4 of the true one, and the 0.97 leaves 300 times that).  Where the
 axes share their levels and each has one symmetric window (every mode but crop), the
 D-dimensional L1 distance is summed exactly instead, over the kernel's symmetric
 orbits: the per-axis sums overstate it 1.5x in 2-D and 2x in 3-D (their errors partly

@@ -112,8 +112,8 @@ class BandPlan:
     pixel's lower level ``k`` (one row of zeros where the blur recomputes the weights)
     and the source of its upper weight ``mix`` (:func:`_located`), the used levels, and
     per slot its passes (the level engine's table) and runs (``None`` where the slot has
-    length 1).  ``taps``
-    counts the multiply-adds (the planner's cost), ``runs`` the runs."""
+    length 1).  ``taps`` counts the multiply-adds (the planner's cost), ``runs`` the
+    runs."""
 
     axes: tuple[int, ...]
     shape: tuple[int, int, int, int]
@@ -144,7 +144,8 @@ def plan(spec: BlurSpec, levels: AxisLevels) -> BandPlan | None:
         return None
     ptr, lines, starts, stops = band_runs.by_level(*segments, len(levels))
     del segments
-    if mix[3]:  # the blur tells a pixel's level from its sigma: no key held (half an image)
+    recompute = mix[3]  # (the source of the weights is the map itself)
+    if recompute:  # the blur tells a pixel's level from its sigma: no key held (half an image)
         k = np.zeros((1, k.shape[1]), k.dtype)
     used = np.flatnonzero(ptr[1:] > ptr[:-1])
     runs3 = _Runs(np.concatenate(([0], np.cumsum((ptr[1:] - ptr[:-1])[used]))),
