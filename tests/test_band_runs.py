@@ -77,24 +77,29 @@ def reference(ptr, lines, starts, stops, first, final, planes, n2, n3):
     return out
 
 
-def joined(runs, n2, n3):
-    """(level, line, start, stop) runs with each level's whole lines that follow one
-    another in a plane joined into one run, its stop past ``n3``."""
+def joined(runs, n2, n3, gaps=None):
+    """(level, line, start, stop) runs with each level's runs of a plane joined where
+    the next one starts at most ``gaps[level]`` pixels (0: none) after the joined run
+    ends, in memory order: one run from its first line's start, its stop past ``n3``
+    where it spans lines."""
     out = []
     for v, line, a, b in runs:
-        if out and (a, b) == (0, n3):
+        if out:
             u, first, s, e = out[-1]
-            if (u == v and s == 0 and e % n3 == 0 and line == first + e // n3
-                    and line // n2 == first // n2):  # fmt: skip
-                out[-1] = (u, first, s, e + n3)
+            at = (line - first) * n3
+            gap = 0 if gaps is None else gaps[v]
+            if u == v and line // n2 == first // n2 and at + a - e <= gap:
+                out[-1] = (u, first, s, max(e, at + b))
                 continue
         out.append((v, line, a, b))
     return out
 
 
-def run_union(ptr, lines, starts, stops, first, final, planes, n2, n3, chunks, spare=8):
+def run_union(ptr, lines, starts, stops, first, final, planes, n2, n3, chunks, spare=8,
+              gaps=None):  # fmt: skip
     """:func:`band_runs.slot_one` as bands.py calls it, as (level, line, start, stop)."""
-    args = (ptr, lines, starts, stops, first, final, planes, n2, n3, chunks, spare)
+    gaps = np.zeros(len(ptr) - 1, np.int64) if gaps is None else np.asarray(gaps, np.int64)
+    args = (ptr, lines, starts, stops, first, final, planes, n2, n3, gaps, chunks, spare)
     optr, olines, ostarts, ostops = band_runs.slot_one(*args)
     level = np.repeat(np.arange(len(ptr) - 1), np.diff(optr))
     return list(zip(level.tolist(), olines.tolist(), ostarts.tolist(), ostops.tolist()))
@@ -102,19 +107,21 @@ def run_union(ptr, lines, starts, stops, first, final, planes, n2, n3, chunks, s
 
 @pytest.mark.parametrize("n3", [1, 5, 63, 64, 65, 128, 130])
 @pytest.mark.parametrize("single", [False, True])
-def test_slot_one_runs_are_the_union_of_the_window_or_its_hull(rng, n3, single):
+@pytest.mark.parametrize("gaps", [None, (3, 0, 70)])
+def test_slot_one_runs_are_the_union_of_the_window_or_its_hull(rng, n3, single, gaps):
     """Bit words end at 64 pixels: runs that end on, before and after a word's edge,
     planes of several runs per line (the exact union) and of one (the hull), windows
-    over the whole plane and windows no line reads; any number of job chunks."""
+    over the whole plane and windows no line reads; any number of job chunks; runs
+    joined across no gap, or short ones."""
     nlevels, planes, n2 = 3, 2, 11
     runs = random_runs(rng, nlevels, planes, n2, n3, single)
     first, final = windows(rng, nlevels, n2)
-    expected = joined(reference(*runs, first, final, planes, n2, n3), n2, n3)
+    expected = joined(reference(*runs, first, final, planes, n2, n3), n2, n3, gaps)
     assert expected
     for chunks, spare in itertools.product((1, 2, 4, 64), (0, 64)):
         # (No spare room: chunks whose union has more runs than twice their own are
         # run again with their counts.)
-        got = run_union(*runs, first, final, planes, n2, n3, chunks, spare)
+        got = run_union(*runs, first, final, planes, n2, n3, chunks, spare, gaps)
         assert got == expected
 
 
@@ -159,29 +166,38 @@ def test_work_counts_each_runs_pixels_times_its_levels_taps(rng):
 
 
 @pytest.mark.parametrize("n3", [1, 16, 37])
-def test_whole_lines_in_a_plane_are_joined_and_cover_the_same_pixels(rng, n3):
-    """Slot 1's whole lines that follow one another in a plane become one run; nothing
-    else is joined: not across planes or levels, not a part of a line."""
+@pytest.mark.parametrize("gap", [0, 5, 40])
+def test_a_planes_runs_are_joined_across_short_gaps_only(rng, n3, gap):
+    """Slot 1's runs of a plane are joined where the next one starts at most the
+    level's gap after, in memory order (whole lines that follow one another at gap 0),
+    and cover the same pixels and those gaps: never across planes or levels, never a
+    longer gap."""
     nlevels, planes, n2 = 3, 3, 4
     ptr, lines, starts, stops = random_runs(rng, nlevels, planes, n2, n3, single=True)
     whole = rng.random(len(lines)) < 0.6
     starts, stops = np.where(whole, 0, starts), np.where(whole, n3, stops)
     first = np.tile(np.arange(n2), (nlevels, 1))  # each line reads itself only
-    got = run_union(ptr, lines, starts, stops, first, first, planes, n2, n3, 2)
+    gaps = [gap, 0, 2 * gap]
+    got = run_union(ptr, lines, starts, stops, first, first, planes, n2, n3, 2, gaps=gaps)
 
     def pixels(runs, v):
-        return sorted(line * n3 + x for u, line, a, e in runs if u == v for x in range(a, e))
+        return {line * n3 + x for u, line, a, e in runs if u == v for x in range(a, e)}
 
     given = [(v, int(lines[i]), int(starts[i]), int(stops[i]))
              for v in range(nlevels) for i in range(ptr[v], ptr[v + 1])]  # fmt: skip
     for v in range(nlevels):
-        assert pixels(got, v) == pixels(given, v)
-    for (u, line, a, e), (v, after, b, f) in itertools.pairwise(got):
-        joins = u == v and a == 0 and e % n3 == 0 and (b, f) == (0, n3)
-        assert not (joins and after == line + e // n3 and after // n2 == line // n2)
-    for _, line, a, e in got:
-        if e > n3:  # whole lines of one plane
-            assert a == 0 and e % n3 == 0 and (line + e // n3 - 1) // n2 == line // n2
+        mine = [(line * n3 + a, line * n3 + e) for u, line, a, e in got if u == v]
+        assert pixels(got, v) >= pixels(given, v)
+        added = sorted(pixels(got, v) - pixels(given, v))
+        for x in added:  # a gap's pixel lies between two given ones, at most gaps[v] apart
+            below = max(p for p in pixels(given, v) if p < x)
+            above = min(p for p in pixels(given, v) if p > x)
+            assert above - below - 1 <= gaps[v]
+        for (_, e), (b, _) in itertools.pairwise(mine):
+            assert b - e > gaps[v] or b // (n2 * n3) != (e - 1) // (n2 * n3)
+    for _, line, _, e in got:  # a run stays in its plane
+        assert (line * n3 + e - 1) // (n2 * n3) == line // n2
+    assert got == joined(given, n2, n3, gaps)
     assert len(got) < len(given)
 
 
@@ -191,7 +207,8 @@ def test_a_run_over_the_whole_line_at_a_word_edge(rng):
     starts, stops = np.array([0, 0, 100]), np.array([128, 64, 128])
     first, final = np.array([[0, 1]]), np.array([[0, 1]])
     got = run_union(ptr, lines, starts, stops, first, final, 1, 2, 128, 2)
-    assert got == [(0, 0, 0, 128), (0, 1, 0, 64), (0, 1, 100, 128)]
+    # (Line 0's run ends where line 1's first starts, in memory: one run.)
+    assert got == [(0, 0, 0, 192), (0, 1, 100, 128)]
 
 
 def test_the_last_pass_keeps_the_image_layout_unless_runs_are_much_longer():

@@ -259,10 +259,21 @@ def work(ptr, starts, stops, taps):  # pragma: no cover - jitted
 
 
 def slot_one(
-    ptr, lines, starts, stops, first, final, planes: int, n2: int, n3: int, chunks: int, spare: int
+    ptr,
+    lines,
+    starts,
+    stops,
+    first,
+    final,
+    planes: int,
+    n2: int,
+    n3: int,
+    gaps,
+    chunks: int,
+    spare: int,
 ) -> tuple:
-    """Slot 1's runs (:func:`union`, whole lines joined: :func:`_join`) in one pass,
-    as ``(ptr, lines, starts, stops)``:
+    """Slot 1's runs (:func:`union`, joined across gaps of up to ``gaps[v]`` pixels
+    in a plane: :func:`_join`) in one pass, as ``(ptr, lines, starts, stops)``:
     each chunk of levels writes into room for twice its slot-2 runs and ``spare`` per
     level (a 3-D radial map's union has 1.6 times as many runs), and the few chunks
     that need more are run again with their counts.  (Counting first, then writing,
@@ -276,7 +287,22 @@ def slot_one(
         for _ in range(2):
             base = np.concatenate(([0], np.cumsum(room)))
             out = [np.empty(base[-1], RUN) for _ in range(3)]
-            union(ptr, lines, starts, stops, first, final, planes, n2, n3, base, at, counts, *out)
+            union(
+                ptr,
+                lines,
+                starts,
+                stops,
+                first,
+                final,
+                planes,
+                n2,
+                n3,
+                gaps,
+                base,
+                at,
+                counts,
+                *out,
+            )
             needed = np.bincount(owner, counts.reshape(nlevels, planes).sum(axis=1), chunks)
             if (needed <= room).all():
                 break
@@ -285,8 +311,8 @@ def slot_one(
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def union(ptr, lines, starts, stops, first, final, planes, n2, n3, base, at, counts, olines,
-          ostarts, ostops):  # pragma: no cover  # fmt: skip
+def union(ptr, lines, starts, stops, first, final, planes, n2, n3, gaps, base, at, counts,
+          olines, ostarts, ostops):  # pragma: no cover  # fmt: skip
     """Slot 1's runs: per level and line ``(b, i1, j)``, the union of the runs of the
     lines ``(b, i1, i2)`` whose slot-2 pass reads line ``j`` (``first[j] <= i2 <=
     final[j]``).  One job per level and plane; the levels are dealt out in turn to
@@ -308,8 +334,8 @@ def union(ptr, lines, starts, stops, first, final, planes, n2, n3, base, at, cou
                 job = v * planes + plane
                 at[job] = o
                 counts[job] = _union_job(v, plane, ptr, lines, starts, stops, first, final,
-                                         n2, n3, bits, window, scratch, o, end, olines,
-                                         ostarts, ostops)  # fmt: skip
+                                         n2, n3, gaps[v], bits, window, scratch, o, end,
+                                         olines, ostarts, ostops)  # fmt: skip
                 o += counts[job]
 
 
@@ -337,18 +363,20 @@ def gather_jobs(at, counts, planes, olines, ostarts, ostops):  # pragma: no cove
 
 
 @njit(cache=True, nogil=True)
-def _join(lines, starts, stops, a, b, n2, n3):  # pragma: no cover - jitted
-    """Runs ``a .. b - 1`` (sorted by line) with the whole lines that follow one another
-    in a plane of ``n2`` lines joined, in place: one run from the first line's start,
-    its stop past ``n3``.  The first pass reads and writes such lines as one block of
-    memory, in one sweep (a 64x128x128 radial map: 461k runs, 43% whole lines, joined
-    into 270k).  Returns the count."""
-    top = np.iinfo(RUN).max - n3
+def _join(lines, starts, stops, a, b, n2, n3, gap):  # pragma: no cover - jitted
+    """Runs ``a .. b - 1`` (sorted by line, in one plane of ``n2`` lines) joined in
+    place where the next one starts at most ``gap`` pixels after the run being built
+    ends, in memory order: one run from its first line's start, its stop past ``n3``
+    where it spans lines.  The first pass sums such a run in one sweep over memory,
+    its gaps included (they read the image, so they are right, and nothing reads
+    them).  A run costs bookkeeping and short vector loops, about what ``gap`` pixels
+    cost (:data:`~.bands.JOIN_TAPS`).  Returns the count."""
+    top = np.iinfo(RUN).max
     c, first, start, stop = 0, 0, 0, 0  # the run being built
     for i in range(a, b):
-        whole = starts[i] == 0 and stops[i] == n3
-        if whole and c > 0 and _ends_before(first, start, stop, lines[i], n2, n3, top):
-            stop += n3
+        at = (lines[i] - first) * n3  # (line i's offset from the run's first line)
+        if c > 0 and at + starts[i] - stop <= gap and at + stops[i] <= top:
+            stop = max(stop, at + stops[i])
             continue
         if c > 0:  # (at or before run i - 1: nothing still to be read)
             lines[a + c - 1], starts[a + c - 1], stops[a + c - 1] = first, start, stop
@@ -360,15 +388,7 @@ def _join(lines, starts, stops, a, b, n2, n3):  # pragma: no cover - jitted
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _ends_before(first, start, stop, line, n2, n3, top):  # pragma: no cover - jitted
-    """Whether a run of whole lines from ``first`` (``start``, ``stop``) ends just before
-    ``line`` in its plane, with room in a run index for one more line (``top``)."""
-    joined = start == 0 and stop % n3 == 0 and stop <= top
-    return joined and line == first + stop // n3 and line // n2 == first // n2
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _union_job(v, plane, ptr, lines, starts, stops, first, final, n2, n3, bits, window,
+def _union_job(v, plane, ptr, lines, starts, stops, first, final, n2, n3, gap, bits, window,
                scratch, o, end, olines, ostarts, ostops):  # pragma: no cover  # fmt: skip
     """One job of :func:`union`: level ``v`` on one plane, written from ``o`` (below
     ``end``); returns its count of runs."""
@@ -388,7 +408,7 @@ def _union_job(v, plane, ptr, lines, starts, stops, first, final, n2, n3, bits, 
                        end, olines, ostarts, ostops)  # fmt: skip
     if o + c > end:  # not all written: counted as they are, for the chunk's second run
         return c
-    return _join(olines, ostarts, ostops, o, o + c, n2, n3)
+    return _join(olines, ostarts, ostops, o, o + c, n2, n3, gap)
 
 
 @njit(cache=True, nogil=True)
