@@ -50,8 +50,10 @@ def windows(rng, nlevels, n2):
     return first, final
 
 
-def reference(ptr, lines, starts, stops, first, final, planes, n2, n3):
-    """Per level and output line, its runs, by plain sets of pixels."""
+def reference(ptr, lines, starts, stops, first, final, planes, n2, n3, gaps=None):
+    """Per level and output line, its runs, by plain sets of pixels: the window's hull
+    in a plane whose every line's runs lie at most ``gaps[level]`` apart (0: at most
+    one run per line)."""
     out = []
     for v in range(len(ptr) - 1):
         by_line = {}
@@ -59,7 +61,8 @@ def reference(ptr, lines, starts, stops, first, final, planes, n2, n3):
             by_line.setdefault(int(lines[i]), []).append((int(starts[i]), int(stops[i])))
         for plane in range(planes):
             own = [by_line.get(plane * n2 + j, []) for j in range(n2)]
-            single = all(len(r) <= 1 for r in own)
+            gap = 0 if gaps is None else gaps[v]
+            single = all(b - e <= gap for r in own for (_, e), (b, _) in itertools.pairwise(r))
             for j in range(n2):
                 runs = [r for i in range(first[v, j], final[v, j] + 1) for r in own[i]]
                 if not runs:
@@ -107,16 +110,17 @@ def run_union(ptr, lines, starts, stops, first, final, planes, n2, n3, chunks, s
 
 @pytest.mark.parametrize("n3", [1, 5, 63, 64, 65, 128, 130])
 @pytest.mark.parametrize("single", [False, True])
-@pytest.mark.parametrize("gaps", [None, (3, 0, 70)])
+@pytest.mark.parametrize("gaps", [None, (3, 0, 70), (40, 20, 9)])
 def test_slot_one_runs_are_the_union_of_the_window_or_its_hull(rng, n3, single, gaps):
     """Bit words end at 64 pixels: runs that end on, before and after a word's edge,
     planes of several runs per line (the exact union) and of one (the hull), windows
     over the whole plane and windows no line reads; any number of job chunks; runs
-    joined across no gap, or short ones."""
+    joined across no gap, or short ones (a plane whose lines' runs lie within the gap
+    of one another takes the hull)."""
     nlevels, planes, n2 = 3, 2, 11
     runs = random_runs(rng, nlevels, planes, n2, n3, single)
     first, final = windows(rng, nlevels, n2)
-    expected = joined(reference(*runs, first, final, planes, n2, n3), n2, n3, gaps)
+    expected = joined(reference(*runs, first, final, planes, n2, n3, gaps), n2, n3, gaps)
     assert expected
     for chunks, spare in itertools.product((1, 2, 4, 64), (0, 64)):
         # (No spare room: chunks whose union has more runs than twice their own are
@@ -199,6 +203,20 @@ def test_a_planes_runs_are_joined_across_short_gaps_only(rng, n3, gap):
         assert (line * n3 + e - 1) // (n2 * n3) == line // n2
     assert got == joined(given, n2, n3, gaps)
     assert len(got) < len(given)
+
+
+def test_a_plane_whose_lines_runs_lie_within_the_gap_takes_the_hull():
+    """Line 0's two runs lie 4 pixels apart, within the level's gap of 5: the plane
+    takes each window's hull (as the join would close line 0's gap anyway), so the
+    window over lines 0 and 1 also covers the 80 pixels between line 0's runs and
+    line 1's.  At a gap of 3 the plane takes the exact union."""
+    ptr, lines = np.array([0, 3]), np.array([0, 0, 1])
+    starts, stops = np.array([0, 14, 100]), np.array([10, 20, 110])
+    first, final = np.array([[0, 1]]), np.array([[1, 1]])  # line 0 serves both
+    got = run_union(ptr, lines, starts, stops, first, final, 1, 2, 128, 2, gaps=[5])
+    assert got == [(0, 0, 0, 110), (0, 1, 100, 110)]
+    got = run_union(ptr, lines, starts, stops, first, final, 1, 2, 128, 2, gaps=[3])
+    assert got == [(0, 0, 0, 10), (0, 0, 14, 20), (0, 0, 100, 110), (0, 1, 100, 110)]
 
 
 def test_a_run_over_the_whole_line_at_a_word_edge(rng):

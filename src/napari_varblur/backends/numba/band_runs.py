@@ -399,7 +399,7 @@ def _union_job(v, plane, ptr, lines, starts, stops, first, final, n2, n3, gap, b
     if lo == hi:
         return 0
     line_at, low, high = scratch[0], scratch[1], scratch[2]
-    single = _plane_lines(lines, starts, stops, lo, hi, plane, n2, n3, line_at, low, high)
+    single = _plane_lines(lines, starts, stops, lo, hi, plane, n2, n3, gap, line_at, low, high)
     if single:
         c = _hull_lines(v, plane, n2, first, final, line_at, low, high, scratch[3], scratch[4],
                         o, end, olines, ostarts, ostops)  # fmt: skip
@@ -414,11 +414,11 @@ def _union_job(v, plane, ptr, lines, starts, stops, first, final, n2, n3, gap, b
 @njit(cache=True, nogil=True)
 def _hull_lines(v, plane, n2, first, final, line_at, low, high, qlo, qhi, o, end, olines,
                 ostarts, ostops):  # pragma: no cover  # fmt: skip
-    """A plane of single runs: each window's hull (a smooth map's runs overlap from
-    line to line, so the hull is their union; where they do not, the hull only adds
-    work), from monotone queues (``qlo``, ``qhi``: scratch) of the lines' extents
-    sliding down the plane; written from ``o`` while below ``end``.  Returns the count
-    (one run per window that has any)."""
+    """A plane of single runs (or runs the join closes up): each window's hull (a
+    smooth map's runs overlap from line to line, so the hull is their union; where
+    they do not, the hull only adds work), from monotone queues (``qlo``, ``qhi``:
+    scratch) of the lines' extents sliding down the plane; written from ``o`` while
+    below ``end``.  Returns the count (one run per window that has any)."""
     elo, ehi = np.zeros(2, np.int64), np.zeros(2, np.int64)
     w0, w1 = 0, -1  # the window the queues hold
     c = 0
@@ -539,12 +539,13 @@ def _bit_runs(window, n3, line, olines, ostarts, ostops, o, end):  # pragma: no 
 
 
 @njit(cache=True, nogil=True)
-def _plane_lines(lines, starts, stops, lo, hi, plane, n2, n3, line_at, low,
+def _plane_lines(lines, starts, stops, lo, hi, plane, n2, n3, gap, line_at, low,
                  high):  # pragma: no cover  # fmt: skip
     """A plane's runs ``lo .. hi - 1`` by line, into the scratch rows given: each
     line's first run (``line_at``, one past the end for the last), each line's extent
     (``low``, ``high``: the hull of its runs; empty: ``low > high``); returns whether
-    every line has at most one run."""
+    every line's runs lie at most ``gap`` apart (the join would close their gaps: its
+    hull is as good as its runs)."""
     line_at[:] = hi
     for i in range(hi - 1, lo - 1, -1):
         line_at[lines[i] - plane * n2] = i
@@ -552,9 +553,9 @@ def _plane_lines(lines, starts, stops, lo, hi, plane, n2, n3, line_at, low,
         line_at[j] = min(line_at[j], line_at[j + 1])
     single = True
     for j in range(n2):
-        single = single and line_at[j + 1] - line_at[j] <= 1
         low[j], high[j] = n3, 0
         for i in range(line_at[j], line_at[j + 1]):
+            single = single and (i == line_at[j] or starts[i] - stops[i - 1] <= gap)
             low[j], high[j] = min(low[j], starts[i]), max(high[j], stops[i])
     return single
 
