@@ -110,7 +110,8 @@ class _Runs:
 
     def work(self, taps: np.ndarray) -> float:
         """Multiply-adds of a pass over these runs with ``taps`` per level."""
-        return float(band_runs.work(self.ptr, self.starts, self.stops, taps))
+        with parallel_section():
+            return float(band_runs.work(self.ptr, self.starts, self.stops, taps))
 
 
 @dataclass(frozen=True)
