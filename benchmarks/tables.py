@@ -26,7 +26,8 @@ from typing import Any
 import common
 from common import md_table, num
 
-DOCS = (common.ROOT / "docs" / "performance.md", common.ROOT / "docs" / "gpu.md")
+DOCS = tuple(common.ROOT / "docs" / f"{name}.md"
+             for name in ("performance", "performance_history", "gpu"))  # fmt: skip
 BLOCK = re.compile(r"(<!-- table:([a-z0-9-]+) -->\n)(.*?)(<!-- /table -->)", re.S)
 PEERS = {"scipy": "scipy", "cv2": "OpenCV", "naive-numba": "seed-naive Numba",
          "naive-jax": "seed-naive JAX", "jax": "jax (NumPy in/out)"}  # fmt: skip
