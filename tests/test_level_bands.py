@@ -283,7 +283,8 @@ def test_weights_recomputed_from_the_map_are_the_stored_ones_bit_for_bit(rng, pr
 
 def test_level_tables_are_shared_between_calls_and_give_the_same_blur(rng):
     """A second call with the same axis, mode and levels reuses the first call's table
-    (a deconvolution's steps), and blurs exactly as the first call did."""
+    (a deconvolution's steps), and blurs exactly as the first call did; its source
+    indices are int32."""
     from napari_varblur.core.level_plan import level_table
 
     image = rng.random((40, 48)).astype(np.float32)
@@ -294,6 +295,8 @@ def test_level_tables_are_shared_between_calls_and_give_the_same_blur(rng):
     used = np.arange(len(lv))
     assert level_table(spec, 0, lv, used, np.float32) is level_table(spec, 0, lv, used, np.float32)
     assert level_table(spec, 1, lv, used, np.float32).axis == spec.axes[1]
+    # (Every call holds the tables: their source indices are int32, half of int64.)
+    assert level_table(spec, 0, lv, used, np.float32).src.dtype == np.int32
     # A NaN fill is found again too, from two calls' own specs (NaN != NaN).
     nan = dict(backend="numba", tolerance=1e-3, mode="constant", cval=np.float64(np.nan))
     a, b = (BlurSpec.from_args(image, sigma, **nan) for _ in range(2))
