@@ -1,8 +1,9 @@
 """The level bands' bookkeeping (backends/numba/band_runs.py) and the planner's survey of
 a map (engine/cost.py), against plain Python and the levels' own NumPy rule: each
 pixel's level and weight, slot 1's runs (the union of the runs of
-the lines a window of slot-2 passes reads, or the window's hull where every line has
-one run), the pass order, each tile's extremes and the axes a map is constant along."""
+the lines a window of slot-2 passes reads, or the window's hull where every line's runs
+lie within the join's gap, then joined across it), the pass order, each tile's extremes
+and the axes a map is constant along."""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def windows(rng, nlevels, n2):
 def reference(ptr, lines, starts, stops, first, final, planes, n2, n3, gaps=None):
     """Per level and output line, its runs, by plain sets of pixels: the window's hull
     in a plane whose every line's runs lie at most ``gaps[level]`` apart (0: at most
-    one run per line)."""
+    one run per line, as a line's runs never touch)."""
     out = []
     for v in range(len(ptr) - 1):
         by_line = {}
@@ -213,8 +214,9 @@ def test_a_plane_whose_lines_runs_lie_within_the_gap_takes_the_hull():
     ptr, lines = np.array([0, 3]), np.array([0, 0, 1])
     starts, stops = np.array([0, 14, 100]), np.array([10, 20, 110])
     first, final = np.array([[0, 1]]), np.array([[1, 1]])  # line 0 serves both
-    got = run_union(ptr, lines, starts, stops, first, final, 1, 2, 128, 2, gaps=[5])
-    assert got == [(0, 0, 0, 110), (0, 1, 100, 110)]
+    for gap in (4, 5):  # (at the gap itself, too)
+        got = run_union(ptr, lines, starts, stops, first, final, 1, 2, 128, 2, gaps=[gap])
+        assert got == [(0, 0, 0, 110), (0, 1, 100, 110)]
     got = run_union(ptr, lines, starts, stops, first, final, 1, 2, 128, 2, gaps=[3])
     assert got == [(0, 0, 0, 10), (0, 0, 14, 20), (0, 0, 100, 110), (0, 1, 100, 110)]
 
@@ -224,9 +226,24 @@ def test_a_run_over_the_whole_line_at_a_word_edge(rng):
     ptr, lines = np.array([0, 3]), np.array([0, 1, 1])
     starts, stops = np.array([0, 0, 100]), np.array([128, 64, 128])
     first, final = np.array([[0, 1]]), np.array([[0, 1]])
+    got = run_union(ptr, lines, starts, stops, first, final, 1, 2, 128, 2, gaps=[-1])
+    assert got == [(0, 0, 0, 128), (0, 1, 0, 64), (0, 1, 100, 128)]  # (-1: nothing joined)
     got = run_union(ptr, lines, starts, stops, first, final, 1, 2, 128, 2)
     # (Line 0's run ends where line 1's first starts, in memory: one run.)
     assert got == [(0, 0, 0, 192), (0, 1, 100, 128)]
+
+
+def test_a_join_never_takes_a_stop_past_what_a_run_index_holds():
+    """Two whole lines of 2**30 pixels: joined, the stop would be 2**31, past int32."""
+    n3 = 1 << 30
+    lines, starts = np.array([0, 1], np.int32), np.array([0, 0], np.int32)
+    stops = np.array([n3, n3], np.int32)
+    assert band_runs._join(lines, starts, stops, 0, 2, n3, 0) == 2
+    assert stops.tolist() == [n3, n3]
+    stops = np.array([n3 - 1, n3], np.int32)  # (0 .. 2**30 - 1, then a line: still too far)
+    assert band_runs._join(lines, starts.copy(), stops, 0, 2, n3, 1 << 30) == 2
+    small = np.array([0, 1], np.int32), np.array([0, 0], np.int32), np.array([5, 5], np.int32)
+    assert band_runs._join(*small, 0, 2, 5, 0) == 1 and small[2][0] == 10
 
 
 def test_the_last_pass_keeps_the_image_layout_unless_runs_are_much_longer():

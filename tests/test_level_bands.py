@@ -206,10 +206,14 @@ def test_two_threads_get_what_one_gets(rng):
         np.testing.assert_array_equal(r, alone)
 
 
-def test_tiles_of_any_size_give_the_same_blur(rng, monkeypatch):
+@pytest.mark.parametrize("join", [0, 64, 2048])
+def test_tiles_of_any_size_give_the_same_blur(rng, monkeypatch, join):
     """A tile runs every level over its own planes (3-D) or lines (2-D), the first pass
     reading the image around it: tiles of one unit, of a few (the last one short), of
-    the whole image, dealt to any number of jobs, add the same sums in the same order."""
+    the whole image, dealt to any number of jobs, add the same sums in the same order;
+    with slot 1's runs joined across no gap (the exact bitset union, whole lines
+    joined), short gaps (some joined, some not) or the default (whole planes)."""
+    monkeypatch.setattr(bands, "JOIN_TAPS", join)
     cases = [
         ((37, 45), radial((37, 45), 0.5, 5.0), dict(mode="reflect")),
         ((2, 9, 14, 17), radial((9, 14, 17), 0.3, 3.0)[None], dict(axes=(1, 2, 3), mode="wrap")),

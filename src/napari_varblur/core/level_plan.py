@@ -202,7 +202,8 @@ def _level_table(axis, n, mode, cval, dtype, sigma, radius, used) -> LevelTable:
     size, width = len(parts), max((len(w) for _, _, w, _, _ in parts), default=1)
     # int32 where the axis allows: the tables of a 4096² map's ~120 levels are 0.06 of
     # its image that way, and every call holds them.
-    index = np.int32 if n + width < np.iinfo(np.int32).max else np.int64
+    # (the values are -1 .. n - 1: every axis a band plan takes gets int32 tables)
+    index = np.int32 if n <= np.iinfo(np.int32).max else np.int64
     src = np.full((size, n + width - 1), -1, index)
     weights = np.zeros((size, width), dtype)
     for j, (s, _, w, _, _) in enumerate(parts):

@@ -365,8 +365,8 @@ def gather_jobs(at, counts, planes, olines, ostarts, ostops):  # pragma: no cove
 
 
 @njit(cache=True, nogil=True)
-def _join(lines, starts, stops, a, b, n2, n3, gap):  # pragma: no cover - jitted
-    """Runs ``a .. b - 1`` (sorted by line, in one plane of ``n2`` lines) joined in
+def _join(lines, starts, stops, a, b, n3, gap):  # pragma: no cover - jitted
+    """Runs ``a .. b - 1`` (sorted by line, all in one plane: the caller's job) joined in
     place where the next one starts at most ``gap`` pixels after the run being built
     ends, in memory order: one run from its first line's start, its stop past ``n3``
     where it spans lines.  The first pass sums such a run in one sweep over memory,
@@ -410,7 +410,7 @@ def _union_job(v, plane, ptr, lines, starts, stops, first, final, n2, n3, gap, b
                        end, olines, ostarts, ostops)  # fmt: skip
     if o + c > end:  # not all written: counted as they are, for the chunk's second run
         return c
-    return _join(olines, ostarts, ostops, o, o + c, n2, n3, gap)
+    return _join(olines, ostarts, ostops, o, o + c, n3, gap)
 
 
 @njit(cache=True, nogil=True)

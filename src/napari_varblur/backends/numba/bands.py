@@ -100,8 +100,8 @@ class _Slot:
 class _Runs:
     """Runs of every used level: level ``j``'s are ``ptr[j] .. ptr[j + 1] - 1``, each
     a line and ``[start, stop)`` along the contiguous axis, sorted by line (slot 1's
-    whole lines that follow one another in a plane are one run, its stop past the
-    line: :func:`band_runs._join`)."""
+    runs of a plane within :data:`JOIN_TAPS` of one another are one run, its stop past
+    its first line where it spans lines: :func:`band_runs._join`)."""
 
     ptr: np.ndarray
     lines: np.ndarray
@@ -368,7 +368,7 @@ def _widened(a, e, n):  # pragma: no cover - jitted
     column depends on that column's source alone, so a widened pixel inside another
     run of the level gets that run's value (its source column was computed for it),
     and one outside every run is written but never read."""
-    if e > n:  # joined lines (:func:`band_runs._join`): long already
+    if e > n:  # runs joined across lines (:func:`band_runs._join`): taken as they are
         return a, e
     m = -(-(e - a) // _WIDEN) * _WIDEN
     stop = min(n, a + m)
