@@ -260,20 +260,8 @@ def work(ptr, starts, stops, taps):  # pragma: no cover - jitted
     return total.sum()
 
 
-def slot_one(
-    ptr,
-    lines,
-    starts,
-    stops,
-    first,
-    final,
-    planes: int,
-    n2: int,
-    n3: int,
-    gaps,
-    chunks: int,
-    spare: int,
-) -> tuple:
+def slot_one(ptr, lines, starts, stops, first, final, planes: int, n2: int, n3: int, gaps,
+             chunks: int, spare: int) -> tuple:  # fmt: skip
     """Slot 1's runs (:func:`union`, joined across gaps of up to ``gaps[v]`` pixels
     in a plane: :func:`_join`) in one pass, as ``(ptr, lines, starts, stops)``:
     each chunk of levels writes into room for twice its slot-2 runs and ``spare`` per
@@ -289,22 +277,8 @@ def slot_one(
         for _ in range(2):
             base = np.concatenate(([0], np.cumsum(room)))
             out = [np.empty(base[-1], RUN) for _ in range(3)]
-            union(
-                ptr,
-                lines,
-                starts,
-                stops,
-                first,
-                final,
-                planes,
-                n2,
-                n3,
-                gaps,
-                base,
-                at,
-                counts,
-                *out,
-            )
+            union(ptr, lines, starts, stops, first, final, planes, n2, n3, gaps, base, at,
+                  counts, *out)  # fmt: skip
             needed = np.bincount(owner, counts.reshape(nlevels, planes).sum(axis=1), chunks)
             if (needed <= room).all():
                 break
