@@ -200,9 +200,9 @@ def _level_table(axis, n, mode, cval, dtype, sigma, radius, used) -> LevelTable:
         for p in passes
     ]
     size, width = len(parts), max((len(w) for _, _, w, _, _ in parts), default=1)
-    # int32 where the axis allows: the tables of a 4096² map's ~120 levels are 0.06 of
-    # its image that way, and every call holds them.
-    # (the values are -1 .. n - 1: every axis a band plan takes gets int32 tables)
+    # int32 where the axis allows (the values are -1 .. n - 1, so every axis a band plan
+    # takes): every call holds the tables, and a 4096² map's ~120 levels' are then 0.06
+    # of its image.
     index = np.int32 if n <= np.iinfo(np.int32).max else np.int64
     src = np.full((size, n + width - 1), -1, index)
     weights = np.zeros((size, width), dtype)
