@@ -173,6 +173,29 @@ def test_holes_that_carry_almost_all_the_weight(rng, backend):
 
 
 @pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_a_global_sigma_over_few_listed_holes(rng, backend):
+    """Numba's fused masked sweep lists a row's holes when they are few (at most one
+    column in 16) and subtracts their weights, two output rows at a time: dead columns
+    under small sigmas (their column's valid weight is 0, exactly, not what is left of
+    subtracting), a row with too many holes to list, rows whose windows differ in that,
+    and a width that is not a multiple of the eight flags read at once."""
+    x = rng.uniform(1, 2, (12, 403))
+    mask = np.ones(x.shape, bool)
+    mask[:, 50] = mask[:, 80:82] = mask[:, 401] = False
+    mask[5, 100:380:2] = False  # too many to list: its windows sum the flags tap by tap
+    mask[9, 200] = False
+    x[~mask] = np.nan  # an unlisted hole would spread its NaN
+    cases = [(0.09, 3.0, "reflect"), (0.2, 3.0, "nearest"), ((1.0, 0.12), 8.0, "mirror"),
+             (1.3, 4.0, "constant")]  # fmt: skip
+    for sigma, truncate, mode in cases:
+        expected = normalised_blur(x, sigma, mask=mask, omit=True, truncate=truncate, mode=mode)
+        for precision in ("float64", "float32"):
+            out = gaussian_blur(x, sigma, mask=mask, nan_policy="omit", truncate=truncate,
+                                mode=mode, backend=backend, precision=precision)  # fmt: skip
+            check(out, expected, precision, x)
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_float32_keeps_the_contract_where_few_valid_taps_remain(rng, backend):
     """A masked pixel reached only by the tails of its kernel: the ratio of two float32
     sums of positive terms stays within the float32 contract."""

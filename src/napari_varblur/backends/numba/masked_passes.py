@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from ...core.masking import ratio
 from ...core.spec import BlurSpec
@@ -32,8 +33,9 @@ from .passes import (
 #: A row lists its invalid columns while they are at most one in this many; a masked
 #: window with more invalid taps than that share sums its validity densely.
 _HOLES_SHARE = 16
-#: Eight valid uint8 flags read as one word.
-_ALL_VALID = np.uint64(0x0101010101010101)
+#: The low seven bits of each byte of a word.
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_ONE = np.uint64(1)
 
 
 def masked_global(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None:
@@ -114,7 +116,6 @@ def _fused_masked_kernel(
         num_mids = (nums[0, left1 : left1 + n1], nums[1, left1 : left1 + n1])
         den_mids = (dens[0, left1 : left1 + n1], dens[1, left1 : left1 + n1])
         den = np.empty(n1, out.dtype)
-        low = np.empty(n1, np.int64)
         start, along = np.empty(slots, np.int64), np.arange(w1.shape[0])
         ring = (values, flags, holes, counts)
         for e in range(i0, i0 + taps0 - 1):
@@ -125,8 +126,8 @@ def _fused_masked_kernel(
                 _enter(ring, lines[o], valid[v], src0, e, slots, stride)
             _ring_starts(start, src0, i, taps0 + rows - 1, slots, stride)
             _weighted_sums(num_mids[0], num_mids[1], values, start, w0, sym0, rows == 2)
+            _validity_down(den_mids, ring, start, w0, stride, rows)
             for k in range(rows):
-                _validity_down(den_mids[k], ring, start[k:], w0, stride, low)
                 if scaled0:
                     num_mids[k][:] *= scale0[i + k]
                     den_mids[k][:] *= scale0[i + k]
@@ -155,28 +156,46 @@ def _enter(ring, plane, ok_plane, src, e, slots, stride):  # pragma: no cover - 
     row, ok = plane[src[e]], ok_plane[src[e]]
     n, slot = row.shape[0], e % slots
     dst, flag = values[slot * stride : slot * stride + n], flags[slot * stride : slot * stride + n]
+    for c in range(n):  # plain copies (a select costs twice as much)
+        dst[c] = row[c]
+    for c in range(n):
+        flag[c] = ok[c]
+    listed = holes[slot]
+    k = _list_invalid(ok, listed)
+    counts[slot] = k if k < listed.shape[0] else -1
+    if k < listed.shape[0]:
+        for j in range(k):
+            dst[listed[j]] = 0
+        return
     zero = dst.dtype.type(0)
     for c in range(n):  # vectorised: a select, no branch
-        flag[c] = ok[c]
         dst[c] = row[c] if ok[c] != 0 else zero
-    # Eight flags at a time (a word of valid flags is 0x0101...01): only words with an
-    # invalid pixel are looked into.  No early exit: the list's last entry takes any
-    # overflow, which the count then marks.
-    listed, last = holes[slot], holes.shape[1] - 1
-    k = 0
+
+
+@njit(cache=True, nogil=True)
+def _list_invalid(ok, listed):  # pragma: no cover - jitted
+    """Writes the columns where the flags ``ok`` are 0 into ``listed`` while they fit
+    (its last entry takes any overflow) and returns how many there are.
+
+    Eight flags at a time: a word's zero bytes are marked by their top bit, exactly
+    (no carry crosses a byte), and the marks are walked lowest first.
+    """
+    n, last = ok.shape[0], listed.shape[0] - 1
     whole = n - n % 8
     words = ok[:whole].view(np.uint64)
+    k = 0
     for j in range(words.shape[0]):
-        if words[j] != _ALL_VALID:
-            for c in range(8 * j, 8 * j + 8):
-                if ok[c] == 0:
-                    listed[min(k, last)] = c
-                    k += 1
+        x = words[j]
+        zeros = ~(((x & _LOW7) + _LOW7) | x | _LOW7)
+        while zeros != 0:
+            listed[min(k, last)] = 8 * j + trailing_zeros(zeros) // 8
+            k += 1
+            zeros &= zeros - _ONE
     for c in range(whole, n):
         if ok[c] == 0:
             listed[min(k, last)] = c
             k += 1
-    counts[slot] = k if k <= last else -1
+    return k
 
 
 @njit(cache=True, nogil=True)
@@ -189,48 +208,84 @@ def _enter_fill(values, flags, counts, at, n, fill, one):  # pragma: no cover - 
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
-def _validity_down(dst, ring, start, w, stride, low):  # pragma: no cover - jitted
-    """``dst[c] = sum_t w[t] * flag_t[c]`` down the window ``start`` of the masked ring.
+def _validity_down(dsts, ring, start, w, stride, rows):  # pragma: no cover - jitted
+    """``dsts[k][c] = sum_t w[t] * flag_(k + t)[c]`` down the windows ``start[k:]`` of
+    the masked ring, for the ``rows`` (1 or 2) output rows of a sweep.
 
-    Where the window lists few invalid taps: the full weight less the invalid taps'
-    weights, a few scalar updates instead of a sweep per tap.  The columns that lose
-    more than half of their weight that way (``low``) are summed again tap by tap,
-    so cancellation never costs more than the rounding of a sum over half the weight.
+    Where a window lists few invalid taps: the full weight less the invalid taps'
+    weights, a few scalar updates instead of a sweep per tap (two windows at once,
+    each listed column read once for both).  The columns that lose more than half of
+    their weight that way are summed again tap by tap, so cancellation never costs
+    more than the rounding of a sum over half the weight.
     """
-    flags, holes, counts = ring[1:]
-    taps = w.shape[0]
-    n = dst.shape[0]
+    flags, counts = ring[1], ring[3]
+    taps, n = w.shape[0], dsts[0].shape[0]
+    few = (_few_invalid(counts, start, taps, stride, n),
+           rows == 2 and _few_invalid(counts, start[1:], taps, stride, n))  # fmt: skip
+    total = dsts[0].dtype.type(0)
+    for t in range(taps):
+        total += w[t]
+    for k in range(rows):
+        if few[k]:
+            dsts[k][:] = total
+        else:
+            _flag_sum(dsts[k], flags, start[k:], w)
+    _subtract_listed(dsts, ring, start, w, stride, few, rows)
+    for k in range(rows):
+        if few[k]:
+            _exact_below(dsts[k], flags, start[k:], w, total * 0.5)
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _subtract_listed(dsts, ring, start, w, stride, few, rows):  # pragma: no cover - jitted
+    """Subtracts the listed invalid taps' weights from the windows with ``few`` of
+    them; when both windows of a sweep have few, in one walk over their slots."""
+    holes, counts = ring[2], ring[3]
+    taps, zero = w.shape[0], w.dtype.type(0)
+    if few[0] and few[1]:
+        da, db = dsts
+        for u in range(taps + 1):  # window 0 reads slots 0 .. taps - 1, window 1 1 .. taps
+            slot = start[u] // stride
+            wa, wb = w[u] if u < taps else zero, w[u - 1] if u > 0 else zero
+            for j in range(counts[slot]):
+                c = holes[slot, j]
+                da[c] -= wa
+                db[c] -= wb
+        return
+    for k in range(rows):
+        for t in range(taps if few[k] else 0):
+            slot, wt = start[k + t] // stride, w[t]
+            for j in range(counts[slot]):
+                dsts[k][holes[slot, j]] -= wt
+
+
+@njit(cache=True, nogil=True)
+def _few_invalid(counts, start, taps, stride, n):  # pragma: no cover - jitted
+    """Whether the window ``start[:taps]`` lists at most one invalid tap in
+    ``_HOLES_SHARE`` (no slot's list overflowed)."""
     invalid = 0
     for t in range(taps):
         k = counts[start[t] // stride]
         if k < 0:
-            invalid = n * taps
-            break
+            return False
         invalid += k
-    if invalid * _HOLES_SHARE > n * taps:
-        _flag_sum(dst, flags, start, w)
+    return invalid * _HOLES_SHARE <= n * taps
+
+
+@njit(cache=True, nogil=True, fastmath=FAST)
+def _exact_below(dst, flags, start, w, half):  # pragma: no cover - jitted
+    """Sums the flags again, tap by tap, in the columns of ``dst`` below ``half``."""
+    below = 0
+    for c in range(dst.shape[0]):  # vectorised (a count, not a min): one pass more
+        below += dst[c] < half
+    if below == 0:
         return
-    nlow = 0
-    total = dst.dtype.type(0)
-    for t in range(taps):
-        total += w[t]
-    half = total * 0.5
-    dst[:] = total
-    for t in range(taps):
-        slot, wt = start[t] // stride, w[t]
-        for k in range(counts[slot]):
-            c = holes[slot, k]
-            before = dst[c]
-            dst[c] = before - wt
-            if before - wt < half <= before:  # crosses once: weights only go
-                low[nlow] = c
-                nlow += 1
-    for j in range(nlow):
-        c = low[j]
-        exact = dst.dtype.type(0)
-        for t in range(taps):
-            exact += w[t] * flags[start[t] + c]
-        dst[c] = exact
+    for c in range(dst.shape[0]):
+        if dst[c] < half:
+            exact = dst.dtype.type(0)
+            for t in range(w.shape[0]):
+                exact += w[t] * flags[start[t] + c]
+            dst[c] = exact
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
