@@ -3,6 +3,7 @@ the brute-force float64 sum of ``bruteforce.py`` and astropy's ``convolve``."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -178,19 +179,22 @@ def test_a_global_sigma_over_few_listed_holes(rng, backend):
     column in 16) and subtracts their weights, two output rows at a time: dead columns
     under small sigmas (their column's valid weight is 0, exactly, not what is left of
     subtracting), a row with too many holes to list, rows whose windows differ in that,
-    and a width that is not a multiple of the eight flags read at once."""
+    and a width that is not a multiple of the eight flags read at once.  With "omit"
+    the sweep tests finiteness itself: the holes are NaN (with no mask, they are its
+    only invalid pixels) and an inf sits where the mask is True."""
     x = rng.uniform(1, 2, (12, 403))
     mask = np.ones(x.shape, bool)
     mask[:, 50] = mask[:, 80:82] = mask[:, 401] = False
     mask[5, 100:380:2] = False  # too many to list: its windows sum the flags tap by tap
     mask[9, 200] = False
     x[~mask] = np.nan  # an unlisted hole would spread its NaN
+    x[3, 300] = np.inf
     cases = [(0.09, 3.0, "reflect"), (0.2, 3.0, "nearest"), ((1.0, 0.12), 8.0, "mirror"),
              (1.3, 4.0, "constant")]  # fmt: skip
-    for sigma, truncate, mode in cases:
-        expected = normalised_blur(x, sigma, mask=mask, omit=True, truncate=truncate, mode=mode)
+    for (sigma, truncate, mode), m in itertools.product(cases, (mask, None)):
+        expected = normalised_blur(x, sigma, mask=m, omit=True, truncate=truncate, mode=mode)
         for precision in ("float64", "float32"):
-            out = gaussian_blur(x, sigma, mask=mask, nan_policy="omit", truncate=truncate,
+            out = gaussian_blur(x, sigma, mask=m, nan_policy="omit", truncate=truncate,
                                 mode=mode, backend=backend, precision=precision)  # fmt: skip
             check(out, expected, precision, x)
 

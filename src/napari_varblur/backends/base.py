@@ -19,9 +19,11 @@ from ..core.spec import BlurSpec
 #: ``out[i] = scale[i] * sum_t weights[t] * x[source[i + t]]`` along ``axis`` (``fill``
 #: where ``source`` is -1), for ``i < len(scale)``: the level walk's building block.
 Correlate = Callable[[np.ndarray, int, np.ndarray, float, np.ndarray, np.ndarray], np.ndarray]
-#: ``masked(spec, valid, counts)``: both sums of a normalised convolution and their ratio
-#: in one sweep, or ``None`` where the backend has no kernel for this spec.
-FusedMasked = Callable[[BlurSpec, np.ndarray, bool], "np.ndarray | None"]
+#: ``masked(spec, valid, counts, omit)``: both sums of a normalised convolution and their
+#: ratio in one sweep, or ``None`` where the backend has no kernel for this spec; with
+#: ``omit`` the sweep also leaves out the image's non-finite values (``valid`` is the
+#: mask alone), or returns ``None`` where it cannot.
+FusedMasked = Callable[[BlurSpec, np.ndarray, bool, bool], "np.ndarray | None"]
 
 
 @dataclass(frozen=True)

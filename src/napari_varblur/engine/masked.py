@@ -45,21 +45,28 @@ def normalized_convolution(
     ``run(values, cval)`` blurs an array like ``image`` with the plain blur (same map,
     plan and backend), reading ``cval`` where constant mode reads outside.  With NumPy
     (concrete data) a blur whose every tap is valid is just ``run(image, cval)``.
-    ``fused(valid, counts)``: a backend's one-sweep version (``None`` where it has none
-    for this call).  ``denominator_shape(valid)``: a smaller shape the validity may be
-    blurred at (length 1 on batch axes where it and the map are constant).
+    ``fused(valid, counts, omit)``: a backend's one-sweep version (``None`` where it has
+    none for this call; :data:`~napari_varblur.backends.base.FusedMasked`); with NumPy
+    data and ``omit``, tried first with the mask alone, so that no boolean image of
+    the finite values is made.  ``denominator_shape(valid)``: a smaller shape the
+    validity may be blurred at (length 1 on batch axes where it and the map are
+    constant).
     """
     counts = fill_counts(cval, omit)
     concrete = xp is np
     if concrete and counts and mask is None and _finite_sum(image):
         return run(image, cval)  # "omit" on finite data: the plain blur (exactly)
+    if concrete and omit and fused is not None:
+        out = _omit_in_sweep(image, mask, counts, fused)
+        if out is not None:
+            return out
     valid = valid_pixels(image, mask, omit, xp)  # a finite sum that overflowed: all valid
     if concrete and counts and (valid is None or bool(valid.all())):
         return run(image, cval)  # every tap is valid
     if valid is None:  # only the constant-mode fill is left out
         valid = xp.ones((1,) * image.ndim, bool)
     if fused is not None:
-        out = fused(valid, counts)
+        out = fused(valid, counts, False)
         if out is not None:
             return out
     num = run(numerator(image, valid, dtype, xp), cval if counts else 0.0)
@@ -76,6 +83,18 @@ def _finite_sum(image: np.ndarray) -> bool:
         return True
     with np.errstate(over="ignore", invalid="ignore"):
         return bool(np.isfinite(image.sum()))
+
+
+def _omit_in_sweep(image: np.ndarray, mask: Any, counts: bool, fused: Callable) -> Any:
+    """The backend's sweep leaving out the non-finite values itself, with no boolean
+    image of them here, where an invalid tap is known to be there: a mask with a False
+    in it, or (no mask) non-finite data or fill.  ``None``: no such sweep, or a mask
+    that is all True (the caller's check of every tap then decides)."""
+    if image.dtype.kind != "f":
+        return None
+    if mask is None:
+        return fused(np.ones((1,) * image.ndim, bool), counts, True)
+    return None if bool(mask.all()) else fused(mask, counts, True)
 
 
 def denominator_shape(spec: BlurSpec, valid: Any) -> tuple[int, ...]:

@@ -46,7 +46,7 @@ def blur(
     plain = replace(spec, mask=None, nan_policy="propagate")
     backend, fused = chosen.backend, None
     if backend.masked is not None and chosen.kind != "levels":
-        fused = lambda valid, counts: backend.masked(plain, valid, counts)  # noqa: E731
+        fused = lambda valid, counts, omit: backend.masked(plain, valid, counts, omit)  # noqa: E731
     # A level plan belongs to the full shape; the other routes take any batch shape.
     share = chosen.kind != "levels"
     return masked.normalized_convolution(

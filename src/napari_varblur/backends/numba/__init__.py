@@ -101,15 +101,17 @@ def gather(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarr
     return gathers.varying_blur(x, spec, map_plan(spec, pad_floor))
 
 
-def masked(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None:
+def masked(spec: BlurSpec, valid: np.ndarray, counts: bool, omit: bool) -> np.ndarray | None:
     """Both sums of the normalised convolution and their ratio in one sweep, or
     ``None`` where no kernel fits this spec.  ``valid`` has the image's ndim and
-    broadcasts to it; ``counts``: whether constant-mode taps outside the image count."""
+    broadcasts to it; ``counts``: whether constant-mode taps outside the image count;
+    ``omit``: whether the sweep also leaves out non-finite values (a global sigma's
+    does; a map's gather does not)."""
     if spec.sigma is not None:
         if not _shares_above_floor(spec):
             return None
-        return masked_passes.masked_global(spec, valid, counts)
-    return gathers.masked_map(spec, valid, counts)
+        return masked_passes.masked_global(spec, valid, counts, omit)
+    return None if omit else gathers.masked_map(spec, valid, counts)
 
 
 def _shares_above_floor(spec: BlurSpec) -> bool:

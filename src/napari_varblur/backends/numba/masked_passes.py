@@ -38,11 +38,13 @@ _LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
 _ONE = np.uint64(1)
 
 
-def masked_global(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray | None:
+def masked_global(spec: BlurSpec, valid: np.ndarray, counts: bool, omit: bool
+                  ) -> np.ndarray | None:  # fmt: skip
     """Global passes that include the fused last two axes: ``_fused_masked_kernel``
-    splits the image into its valid values and its validity and filters both along
-    the last two axes; other axes filter both sums, then they are divided.  (Passes
-    commute: also in constant mode, where a filtered fill plane is still the fill.)"""
+    splits the image into its valid values and its validity (with ``omit``: also
+    where the value is finite) and filters both along the last two axes; other axes
+    filter both sums, then they are divided.  (Passes commute: also in constant mode,
+    where a filtered fill plane is still the fill.)"""
     passes = global_plan(spec)
     if not fusable(passes, spec.image.ndim):
         return None
@@ -67,7 +69,8 @@ def masked_global(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray
         args += [p.source(), dtype.type(fill), p.weights.astype(dtype), p.scale.astype(dtype),
                  dtype.type(one)]  # fmt: skip
     with parallel_section():
-        _fused_masked_kernel(lines, flags, out, den, *args, p1.left, _fused_block(lines.shape))
+        _fused_masked_kernel(lines, flags, out, den, *args, p1.left, _fused_block(lines.shape),
+                             omit)  # fmt: skip
     if len(passes) == 2:
         return out.reshape(spec.shape)
     num, den = out.reshape(spec.shape), den.reshape(spec.shape)
@@ -81,13 +84,14 @@ def masked_global(spec: BlurSpec, valid: np.ndarray, counts: bool) -> np.ndarray
 @njit(parallel=True, cache=True, nogil=True, fastmath=FAST, error_model="numpy")
 def _fused_masked_kernel(
     lines, valid, out, den_out, src0, fill0, w0, scale0, one0, src1, fill1, w1, scale1, one1,
-    left1, block,
+    left1, block, omit,
 ):  # pragma: no cover  # fmt: skip
     """``_fused_kernel`` for a normalised convolution: the valid values (0 where
     invalid: a NaN there is dropped, not multiplied) and the validity are filtered
     alike and divided (0/0: NaN), or both sums kept (``out``, ``den_out``) when
     ``den_out`` is not empty.  ``valid`` (uint8 flags) has one plane, or one per outer
-    index; ``one*`` is the validity of fill taps.
+    index, and with ``omit`` a non-finite value is invalid too; ``one*`` is the
+    validity of fill taps.
 
     Each input row enters a ring of values, a ring of flags and a list of its invalid
     columns; down the columns the validity is summed sparsely
@@ -119,11 +123,11 @@ def _fused_masked_kernel(
         start, along = np.empty(slots, np.int64), np.arange(w1.shape[0])
         ring = (values, flags, holes, counts)
         for e in range(i0, i0 + taps0 - 1):
-            _enter(ring, lines[o], valid[v], src0, e, slots, stride)
+            _enter(ring, lines[o], valid[v], src0, e, slots, stride, omit)
         for i in range(i0, i1, 2):
             rows = min(2, i1 - i)
             for e in range(i + taps0 - 1, i + taps0 - 1 + rows):
-                _enter(ring, lines[o], valid[v], src0, e, slots, stride)
+                _enter(ring, lines[o], valid[v], src0, e, slots, stride, omit)
             _ring_starts(start, src0, i, taps0 + rows - 1, slots, stride)
             _weighted_sums(num_mids[0], num_mids[1], values, start, w0, sym0, rows == 2)
             _validity_down(den_mids, ring, start, w0, stride, rows)
@@ -145,11 +149,11 @@ def _fused_masked_kernel(
 
 
 @njit(cache=True, nogil=True, fastmath=FAST)
-def _enter(ring, plane, ok_plane, src, e, slots, stride):  # pragma: no cover - jitted
+def _enter(ring, plane, ok_plane, src, e, slots, stride, omit):  # pragma: no cover - jitted
     """Input position ``e`` into its slot of the masked ring ``(values, flags, holes,
-    counts)``: its values (0 where invalid), its flags and the list of its invalid
-    columns (``counts[slot]`` of them, or -1 where they do not fit in ``holes``).
-    Nothing for a fill tap."""
+    counts)``: its values (0 where invalid), its flags (with ``omit``: 0 also where the
+    value is not finite) and the list of its invalid columns (``counts[slot]`` of them,
+    or -1 where they do not fit in ``holes``).  Nothing for a fill tap."""
     values, flags, holes, counts = ring
     if src[e] < 0:
         return
@@ -160,8 +164,11 @@ def _enter(ring, plane, ok_plane, src, e, slots, stride):  # pragma: no cover - 
         dst[c] = row[c]
     for c in range(n):
         flag[c] = ok[c]
+    if omit:
+        for c in range(n):  # (FAST keeps NaN and inf: this is IEEE's test)
+            flag[c] &= np.isfinite(row[c])
     listed = holes[slot]
-    k = _list_invalid(ok, listed)
+    k = _list_invalid(flag, listed)
     counts[slot] = k if k < listed.shape[0] else -1
     if k < listed.shape[0]:
         for j in range(k):
@@ -169,7 +176,7 @@ def _enter(ring, plane, ok_plane, src, e, slots, stride):  # pragma: no cover - 
         return
     zero = dst.dtype.type(0)
     for c in range(n):  # vectorised: a select, no branch
-        dst[c] = row[c] if ok[c] != 0 else zero
+        dst[c] = row[c] if flag[c] != 0 else zero
 
 
 @njit(cache=True, nogil=True)
