@@ -182,7 +182,7 @@ def test_a_global_sigma_over_few_listed_holes(rng, backend):
     and a width that is not a multiple of the eight flags read at once.  With "omit"
     the sweep tests finiteness itself: the holes are NaN (with no mask, they are its
     only invalid pixels) and an inf sits where the mask is True."""
-    x = rng.uniform(1, 2, (12, 403))
+    x = rng.uniform(1, 2, (13, 403))  # (an odd count: the last sweep has one row)
     mask = np.ones(x.shape, bool)
     mask[:, 50] = mask[:, 80:82] = mask[:, 401] = False
     mask[5, 100:380:2] = False  # too many to list: its windows sum the flags tap by tap
@@ -197,6 +197,28 @@ def test_a_global_sigma_over_few_listed_holes(rng, backend):
             out = gaussian_blur(x, sigma, mask=m, nan_policy="omit", truncate=truncate,
                                 mode=mode, backend=backend, precision=precision)  # fmt: skip
             check(out, expected, precision, x)
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+def test_omit_judges_the_values_as_given(rng, backend):
+    """With "omit" the caller's values are tested, before any conversion to the precision: a
+    float64 value beyond float32's range counts (its inf spreads, as in the exact
+    contract), and finite data whose sum overflows are the plain blur, bit for bit."""
+    x = rng.uniform(1, 2, (20, 40))
+    x[5, 5] = np.nan
+    x[10, 20] = 1e39  # finite in float64, inf in float32
+    expected = gaussian_blur(x, 1.5, nan_policy="omit", precision="float32",
+                             backend="reference")  # fmt: skip
+    out = gaussian_blur(x, 1.5, nan_policy="omit", precision="float32", backend=backend)
+    np.testing.assert_array_equal(np.isinf(out), np.isinf(expected))
+    assert np.isinf(out[10, 18:23]).all() and np.isfinite(out[5, 5])
+    huge = rng.uniform(0.5, 1, (16, 33)) * 4e307  # every value finite, their sum is not
+    for mode in ("constant", "reflect"):
+        plain = gaussian_blur(huge, 1.2, mode=mode, precision="float64", backend=backend)
+        omitted = gaussian_blur(huge, 1.2, mode=mode, nan_policy="omit", precision="float64",
+                                backend=backend)  # fmt: skip
+        np.testing.assert_array_equal(omitted, plain)
 
 
 @pytest.mark.parametrize("backend", ALL_BACKENDS)

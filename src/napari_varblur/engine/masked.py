@@ -54,13 +54,13 @@ def normalized_convolution(
     """
     counts = fill_counts(cval, omit)
     concrete = xp is np
-    if concrete and counts and mask is None and _finite_sum(image):
+    if concrete and counts and mask is None and _all_finite(image):
         return run(image, cval)  # "omit" on finite data: the plain blur (exactly)
     if concrete and omit and fused is not None:
-        out = _omit_in_sweep(image, mask, counts, fused)
+        out = _omit_in_sweep(image, mask, counts, fused, dtype)
         if out is not None:
             return out
-    valid = valid_pixels(image, mask, omit, xp)  # a finite sum that overflowed: all valid
+    valid = valid_pixels(image, mask, omit, xp)
     if concrete and counts and (valid is None or bool(valid.all())):
         return run(image, cval)  # every tap is valid
     if valid is None:  # only the constant-mode fill is left out
@@ -75,22 +75,25 @@ def normalized_convolution(
     return ratio(num, den, xp)
 
 
-def _finite_sum(image: np.ndarray) -> bool:
-    """Whether the sum is finite, which says every value is, in one pass and without a
-    boolean image.  ``False`` may still mean all finite (a sum that overflowed): the
-    caller's validity check finds it, with no second ``isfinite`` pass here."""
-    if image.dtype.kind != "f":
+def _all_finite(image: np.ndarray) -> bool:
+    """Whether every value is finite, without a boolean image: the least and the
+    largest value are (NumPy's min and max keep a NaN; unlike a sum, they cannot
+    overflow)."""
+    if image.dtype.kind != "f" or image.size == 0:
         return True
-    with np.errstate(over="ignore", invalid="ignore"):
-        return bool(np.isfinite(image.sum()))
+    with np.errstate(invalid="ignore"):
+        return bool(np.isfinite(image.min()) and np.isfinite(image.max()))
 
 
-def _omit_in_sweep(image: np.ndarray, mask: Any, counts: bool, fused: Callable) -> Any:
+def _omit_in_sweep(image: np.ndarray, mask: Any, counts: bool, fused: Callable, dtype
+                   ) -> Any:  # fmt: skip
     """The backend's sweep leaving out the non-finite values itself, with no boolean
     image of them here, where an invalid tap is known to be there: a mask with a False
-    in it, or (no mask) non-finite data or fill.  ``None``: no such sweep, or a mask
-    that is all True (the caller's check of every tap then decides)."""
-    if image.dtype.kind != "f":
+    in it, or (no mask) non-finite data or fill.  ``None``: no such sweep, a mask that
+    is all True (the caller's check of every tap then decides), or data whose
+    finiteness the working ``dtype`` would not keep (a float64 value beyond float32's
+    range is finite: the sweep would see it as inf)."""
+    if image.dtype.kind != "f" or not np.can_cast(image.dtype, dtype, "safe"):
         return None
     if mask is None:
         return fused(np.ones((1,) * image.ndim, bool), counts, True)
