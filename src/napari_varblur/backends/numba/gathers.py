@@ -292,10 +292,8 @@ def _tile_sum_valid(
             if not _valid_row(part_d, row_weight, w2, p2, big, flag_plane[j + p1 + d1], listed,
                               hole, m0 + p2 - big, width):  # fmt: skip
                 continue  # no valid tap: the values there are 0 too
-            line = plane[j + p1 + d1]
-            part[:width] = 0
-            for d2 in range(-big, big + 1):
-                _axpy(part, w2[p2 + d2], line, m0 + p2 + d2, width)
+            line = plane[j + p1 + d1]  # (0 where invalid: every tap is summed)
+            _row_taps(part, w2, p2 - big, 2 * big + 1, line, m0 + p2 - big, width)
             _axpy(mid, w1[p1 + d1], part, 0, width)
             _axpy(mid_d, w1[p1 + d1], part_d, 0, width)
         _axpy(acc, w0[p0 + d0], mid, 0, width)
