@@ -210,8 +210,9 @@ def _valid_row(
     from the full weight (each from the 2 big + 1 lanes that reach it) when what is
     left keeps at least
     1/_KEEP of it: the difference then carries at most ~_KEEP * 2 (2 big + 1) ulp of
-    relative error; otherwise the row is summed against its flags, which never
-    cancels.  Returns False when no tap is valid (known only when ``listed``)."""
+    relative error; otherwise the row is summed against its flags (four taps per
+    sweep, as the values), which never cancels.  Returns False when no tap is valid
+    (known only when ``listed``)."""
     span = width + 2 * big
     if listed:
         first = np.searchsorted(holes, start)
@@ -229,11 +230,7 @@ def _valid_row(
                 kept &= part_d[v] * _KEEP >= row_weight[v]
             if kept:
                 return True
-    part_d[:width] = 0
-    for d in range(-big, big + 1):
-        row = w2[p2 + d]
-        for v in range(width):
-            part_d[v] += row[v] * flags[start + big + d + v]
+    _row_taps(part_d, w2, p2 - big, 2 * big + 1, flags, start, width)
     return True
 
 
