@@ -396,8 +396,8 @@ def test_traced_levels_cover_sigmas_beyond_max_radius_and_short_crop_axes():
 
 
 def test_inf_stays_inf_where_tiny_levels_underflow():
-    """A level whose off-centre weights underflow is the identity, so mixing it never
-    makes 0 * inf = NaN where the exact blur gives inf."""
+    """A level whose off-centre weights underflow keeps them as a tiny weight, so mixing
+    it never makes 0 * inf = NaN where the exact blur gives inf."""
     image = np.zeros(100, np.float32)
     image[1] = np.inf
     sigma = np.linspace(0.05, 0.3, 100).astype(np.float32)
@@ -409,6 +409,27 @@ def test_inf_stays_inf_where_tiny_levels_underflow():
         # Pixel 0's own weight on the inf (2.8e-12) is positive in float32: inf.  (Pixel
         # 2's, exp(-165), underflows there: the contract promises no value for it.)
         assert np.isposinf(out[:2]).all() and not np.isnan(out).any()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nan_reaches_through_levels_whose_weights_underflow(backend, rng):
+    """float32, sigmas from 0.04: the lowest levels' off-centre weights underflow to 0,
+    and the exact float32 gather still multiplies them, so a NaN next to those pixels
+    makes them NaN (0 * NaN).  The levels reach exactly the same pixels (once the
+    contract's exception: such a level left its axis untouched), and the finite
+    pixels stay within the bound."""
+    image = rng.random((7, 60)).astype(np.float32)
+    image[1, 3] = image[5, 40] = np.nan
+    sigma = np.broadcast_to(np.linspace(0.04, 0.5, 60, dtype=np.float32), image.shape)
+    spec = BlurSpec.from_args(image, sigma, backend="reference", precision="float32")
+    same = load("reference").gather(spec)
+    assert np.isnan(same[1, 2:5]).all()  # pixels 2 and 4 reach it through weights of 0
+    for mode in ("reflect", "crop"):
+        out = levels_blur(image, sigma, backend, precision="float32", mode=mode, tolerance=1e-3)
+        assert np.array_equal(np.isnan(out), np.isnan(same))
+        expected = exact(image.astype(np.float64), sigma, mode=mode)
+        finite = np.isfinite(same)
+        assert_within(out[finite], expected[finite], 1e-3, image, mode, precision="float32")
 
 
 @pytest.mark.parametrize("backend", ["numba", "jax"])

@@ -30,7 +30,7 @@ from .levels import (
 from .modes import Mode
 from .rules import radius_of
 from .spec import BlurSpec
-from .taps import AxisPass, MapAxis, gaussian_taps, level_pass, map_limit, map_plan
+from .taps import AxisPass, MapAxis, floored, gaussian_taps, level_pass, map_limit, map_plan
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ class LevelTable:
     sum_t weights[j, t] * x[src[j, i + t]]`` for ``t < taps[j]``, reading ``fill[j]``
     where ``src`` is -1; ``left[j]`` is the offset of the first tap.  ``radius`` is each
     level's radius on this axis (capped by the mode's map limit).  A level that leaves
-    the axis untouched (sigma 0, or weights that underflow) is the identity.
+    the axis untouched (sigma 0) is the identity.
     """
 
     axis: int
@@ -152,8 +152,8 @@ class LevelTable:
     def centred(self) -> tuple[int, np.ndarray, np.ndarray]:
         """``(reach, taps, radius)``: each level's taps centred in a row of ``2 * reach
         + 1``, zero beyond its own ``radius`` (where reads stop), never folded (the
-        reading side extends the axis by its mode), normalised unless crop; the
-        identity where a level leaves the axis untouched."""
+        reading side extends the axis by its mode), normalised unless crop, and
+        :func:`~.taps.floored`; the identity where a level leaves the axis untouched."""
         radius = np.array(
             [0 if p is None else p.left if self.mode.crop else int(r)
              for p, r in zip(self.passes, self.radius)], np.int64,
@@ -165,7 +165,8 @@ class LevelTable:
                 taps[row, reach] = 1.0
                 continue
             w = p.weights if self.mode.crop else gaussian_taps(float(self.sigma[row]), int(r))
-            taps[row, reach - r : reach + r + 1] = w if self.mode.crop else w / w.sum()
+            w = w if self.mode.crop else floored(w / w.sum(), self.weights.dtype)
+            taps[row, reach - r : reach + r + 1] = w
         return reach, taps, radius
 
 

@@ -9,7 +9,7 @@ and per-pixel radius/weight-exponent arrays for sigma maps.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -75,15 +75,38 @@ def axis_pass(
 def level_pass(
     axis: int, n: int, sigma: float, radius: int, mode: Mode, cval: float, dtype
 ) -> AxisPass | None:
-    """A sigma level's pass: :func:`axis_pass`, or ``None`` (the axis untouched) when
-    every off-centre weight is 0 in ``dtype``.  (A level is mixed into pixels whose own
-    weights are not 0: summing ``0 * inf`` taps would turn their ``inf`` into NaN.)"""
+    """A sigma level's pass: :func:`axis_pass`, its weights :func:`floored` in ``dtype``
+    (``None``: the axis untouched, sigma 0)."""
     p = axis_pass(axis, n, sigma, radius, mode, cval)
     if p is None:
         return None
-    w = p.weights.astype(dtype)
-    centre = int(np.argmax(w))
-    return None if np.count_nonzero(w) == 1 and p.taps > 1 and w[centre] > 0 else p
+    w = floored(p.weights, dtype)
+    return p if w is p.weights else replace(p, weights=w)
+
+
+def floored(weights: np.ndarray, dtype) -> np.ndarray:
+    """``weights`` with those that are 0 in ``dtype`` (a sigma below about 0.1 in
+    float32, 0.026 in float64) raised to :data:`UNDERFLOW_WEIGHT` (``weights`` itself
+    where none is).
+
+    A level is mixed into pixels whose own weights on those taps are not 0, and the
+    exact blur of a pixel whose own weights underflow still multiplies its taps: so a
+    NaN there reaches every pixel it reaches in the exact blur, and an inf stays inf
+    (``0 * inf`` would be NaN).  The weight is far below the rounding of any sum and
+    below the masked blur's smallest valid share (:data:`~.rules.SHARE_FLOOR`), so a
+    masked pixel whose only valid taps carry it stays NaN, as with a weight of 0.
+    """
+    dtype = np.dtype(dtype)
+    zero = np.asarray(weights).astype(dtype) == 0
+    if not zero.any():
+        return weights
+    floor = UNDERFLOW_WEIGHT.get(dtype.name, float(np.finfo(dtype).tiny))
+    return np.where(zero, floor, weights)
+
+
+#: The weight of a level's tap that underflows to 0 in the working precision
+#: (:func:`floored`): a normal number, 2^10 below :data:`~.rules.SHARE_FLOOR`.
+UNDERFLOW_WEIGHT = {"float32": 2.0**-110, "float64": 2.0**-810}
 
 
 def map_limit(mode: Mode, n: int) -> int:
