@@ -221,6 +221,30 @@ def test_omit_judges_the_values_as_given(rng, backend):
         np.testing.assert_array_equal(omitted, plain)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_finite_check_finds_one_value_anywhere(rng, dtype):
+    """Numba's ``all_finite`` (the "omit" shortcut to the plain blur) against NumPy:
+    one NaN, inf or -inf at any place (the first and last value, chunk borders, a place
+    the engine's sample skips), never the largest finite value, a subnormal or -0; an
+    image it does not take (not C-contiguous, byte-swapped, float16) is left to NumPy."""
+    check = load("numba").all_finite
+    image = rng.uniform(-1, 1, 3 * (1 << 16) + 7).astype(dtype)
+    image[:3] = np.finfo(dtype).max, np.finfo(dtype).smallest_subnormal, -0.0
+    assert check(image) is True and masked._all_finite(image, check)
+    for at in (0, 1, (1 << 16) - 1, 1 << 16, 2 * (1 << 16) + 5, image.size - 1):
+        for bad in (np.nan, np.inf, -np.inf):
+            x = image.copy()
+            x[at] = bad
+            assert check(x) is False and check(x.reshape(1, -1)) is False
+            assert not masked._all_finite(x.reshape(5, -1).T, check)  # NumPy's scan
+            assert not masked._all_finite(x, check)
+    x = image.reshape(5, -1)
+    x.flags.writeable = False
+    assert check(x) is True and check(x[:, 1:]) is None
+    assert check(image.astype(image.dtype.newbyteorder())) is None
+    assert check(image[3:].astype(np.float16)) is None
+
+
 @pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_float32_keeps_the_contract_where_few_valid_taps_remain(rng, backend):
     """A masked pixel reached only by the tails of its kernel: the ratio of two float32

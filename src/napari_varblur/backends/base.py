@@ -69,6 +69,10 @@ class Backend:
     masked
         A fused masked sweep (:data:`FusedMasked`), or ``None``: the engine runs the
         normalised convolution as two plain blurs.
+    all_finite
+        ``all_finite(image)``: whether every value of a NumPy image is finite, faster
+        than NumPy's scans (``None`` for an image it does not take), or ``None``: the
+        engine asks NumPy (``nan_policy="omit"`` on finite data is the plain blur).
     bands
         :class:`Bands`, or ``None``: the planner may then weigh them for a diagonal
         level plan (one level list for every axis).
@@ -93,6 +97,7 @@ class Backend:
     scatter: Callable[[BlurSpec, tuple[int, ...] | None], np.ndarray | None] | None = None
     correlate: Correlate | None = None
     masked: FusedMasked | None = None
+    all_finite: Callable[[np.ndarray], bool | None] | None = None
     bands: Bands | None = None
     whole_image_levels: bool = False
     compiles: Callable[[], int] = lambda: 0

@@ -38,6 +38,7 @@ def normalized_convolution(
     dtype,
     xp=np,
     fused: Callable[[Any, bool], Any] | None = None,
+    all_finite: Callable[[Any], bool | None] | None = None,
     denominator_shape: Callable[[Any], tuple[int, ...]] | None = None,
 ) -> Any:
     """``sum(w * valid * image) / sum(w * valid)``: the masked blur, for NumPy and JAX.
@@ -48,13 +49,14 @@ def normalized_convolution(
     ``fused(valid, counts, omit)``: a backend's one-sweep version (``None`` where it has
     none for this call; :data:`~napari_varblur.backends.base.FusedMasked`); with NumPy
     data and ``omit``, tried first with the mask alone, so that no boolean image of
-    the finite values is made.  ``denominator_shape(valid)``: a smaller shape the
-    validity may be blurred at (length 1 on batch axes where it and the map are
-    constant).
+    the finite values is made.  ``all_finite(image)``: a backend's check that every
+    value is finite (``None``: it does not take this image).
+    ``denominator_shape(valid)``: a smaller shape the validity may be blurred at
+    (length 1 on batch axes where it and the map are constant).
     """
     counts = fill_counts(cval, omit)
     concrete = xp is np
-    if concrete and counts and mask is None and _all_finite(image):
+    if concrete and counts and mask is None and _all_finite(image, all_finite):
         return run(image, cval)  # "omit" on finite data: the plain blur (exactly)
     if concrete and omit and fused is not None:
         out = _omit_in_sweep(image, mask, counts, fused, dtype)
@@ -80,14 +82,18 @@ def normalized_convolution(
 _SAMPLE_STEP = 1021
 
 
-def _all_finite(image: np.ndarray) -> bool:
-    """Whether every value is finite, without a boolean image: the least and the
-    largest value are (NumPy's min and max keep a NaN; unlike a sum, they cannot
-    overflow)."""
+def _all_finite(image: np.ndarray, check: Callable[[Any], bool | None] | None = None) -> bool:
+    """Whether every value is finite, without a boolean image: a sample first (it
+    settles data with NaN scattered all over at little cost), then the backend's
+    ``check``, else NumPy's least and largest value (min and max keep a NaN; unlike a
+    sum, they cannot overflow)."""
     if image.dtype.kind != "f" or image.size == 0:
         return True
     if image.flags.c_contiguous and not np.isfinite(image.reshape(-1)[::_SAMPLE_STEP]).all():
-        return False  # (a sample settles data with NaN scattered all over at little cost)
+        return False
+    found = None if check is None else check(image)
+    if found is not None:
+        return found
     with np.errstate(invalid="ignore"):
         return bool(np.isfinite(image.min()) and np.isfinite(image.max()))
 

@@ -57,6 +57,7 @@ def blur(
         lambda values, cval: run(replace(plain, image=values, cval=cval)),
         dtype=np.dtype(spec.precision),
         fused=fused,
+        all_finite=backend.all_finite,
         denominator_shape=(lambda valid: masked.denominator_shape(spec, valid)) if share else None,
     )
 

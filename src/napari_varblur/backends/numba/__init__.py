@@ -141,6 +141,7 @@ BACKEND = Backend(
     scatter=scatters.scatter,
     correlate=passes.correlate,
     masked=masked,
+    all_finite=masked_passes.all_finite,
     bands=Bands(plan=bands.plan, blur=bands.blur),
     describe=describe,
     device_name=device_name,

@@ -81,6 +81,40 @@ def masked_global(spec: BlurSpec, valid: np.ndarray, counts: bool, omit: bool
     return ratio(num, den)
 
 
+def all_finite(image: np.ndarray) -> bool | None:
+    """Whether every value of a C-contiguous float32 or float64 image is finite, in
+    one parallel pass that reads the exponent bits (``None`` for another image: the
+    engine then asks NumPy)."""
+    if not image.flags.c_contiguous or image.dtype not in _EXPONENT:
+        return None
+    exponent = _EXPONENT[image.dtype]
+    bits = image.reshape(-1).view(exponent.dtype)
+    with parallel_section():
+        return _count_nonfinite(bits, exponent, _FINITE_CHUNK) == 0
+
+
+#: The exponent bits of each float dtype: all set in NaN and inf only.
+_EXPONENT = {np.dtype(np.float32): np.uint32(0x7F800000),
+             np.dtype(np.float64): np.uint64(0x7FF0000000000000)}  # fmt: skip
+#: Values per job of :func:`all_finite`.
+_FINITE_CHUNK = 1 << 16
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _count_nonfinite(bits, exponent, size):  # pragma: no cover - jitted
+    """How many of the floats whose bits are ``bits`` have every exponent bit set
+    (integer tests, exact, vectorised: no float arithmetic to fold away)."""
+    chunks = (bits.shape[0] + size - 1) // size
+    found = np.zeros(chunks, np.int64)
+    for c in prange(chunks):
+        part = bits[c * size : min(bits.shape[0], (c + 1) * size)]
+        k = 0
+        for i in range(part.shape[0]):
+            k += (part[i] & exponent) == exponent
+        found[c] = k
+    return found.sum()
+
+
 @njit(parallel=True, cache=True, nogil=True, fastmath=FAST, error_model="numpy")
 def _fused_masked_kernel(
     lines, valid, out, den_out, src0, fill0, w0, scale0, one0, src1, fill1, w1, scale1, one1,
