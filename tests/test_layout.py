@@ -48,3 +48,17 @@ def test_broadcast_maps_small_arrays_and_many_axes(rng):
     np.testing.assert_array_equal(out, five)
     np.testing.assert_array_equal(contiguous(five.transpose(4, 3, 2, 1, 0), np.float64),
                                   np.ascontiguousarray(five.transpose(4, 3, 2, 1, 0)))  # fmt: skip
+
+
+@pytest.mark.parametrize("order", [(2, 1, 0), (1, 2, 0), (0, 2, 1)])
+def test_a_sliced_source_is_copied_whole(rng, order):
+    """A source whose memory has gaps (a slice of a larger array: step 1 along its
+    fastest axis, gaps between its rows) is read through a copy of its own, not as a
+    block from its first value."""
+    big = rng.random(tuple(2 * n + 5 for n in SHAPE)).astype(np.float32)
+    view = big[3 : 3 + 2 * SHAPE[0] : 2, 1 : 1 + SHAPE[1], 2 : 2 + SHAPE[2]]
+    kept = big.copy()
+    dst = np.empty(view.transpose(order).shape, np.float32)
+    copy_into(dst, view.transpose(order))
+    np.testing.assert_array_equal(dst, view.transpose(order))
+    np.testing.assert_array_equal(big, kept)
