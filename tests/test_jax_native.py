@@ -170,3 +170,18 @@ def test_tolerance_with_per_axis_maps_is_exact_and_bad_values_are_refused(image,
     assert_close(np.asarray(out), expected, "float32", image)
     with pytest.raises(ValueError, match="tolerance"):
         jax_blur(jnp.asarray(image), sigma_map, tolerance=0.5)
+
+
+def test_float16_levels_keep_the_masked_share_rule():
+    """float16 (kept by the JAX-native API): a masked pixel whose valid taps' weights
+    underflow is NaN with levels as in the exact blur (float16's smallest normal
+    weight is its share floor, so its levels leave such an axis untouched)."""
+    image = np.linspace(0.1, 1.0, 96 * 96, dtype=np.float16).reshape(96, 96)
+    sigma = np.broadcast_to(np.linspace(0.16, 6.0, 96, dtype=np.float32), (96, 96)).copy()
+    sigma[:, :8] = 0.16
+    mask = np.ones((96, 96), bool)
+    mask[10, 3] = False
+    exact = np.asarray(jax_blur(image, sigma, mask=mask, tolerance=None))
+    mixed = np.asarray(jax_blur(image, sigma, mask=mask, tolerance=0.05))
+    assert mixed.dtype == np.float16 and np.isnan(exact[10, 3]) and np.isnan(mixed[10, 3])
+    assert np.array_equal(np.isnan(mixed), np.isnan(exact))

@@ -76,32 +76,40 @@ def level_pass(
     axis: int, n: int, sigma: float, radius: int, mode: Mode, cval: float, dtype
 ) -> AxisPass | None:
     """A sigma level's pass: :func:`axis_pass`, its weights :func:`floored` in ``dtype``
-    (``None``: the axis untouched, sigma 0)."""
+    (``None``: the axis untouched, sigma 0).  In another precision (float16, in the
+    JAX-native API), whose smallest normal weight is its share floor, a level whose
+    off-centre weights all underflow leaves its axis untouched instead."""
     p = axis_pass(axis, n, sigma, radius, mode, cval)
     if p is None:
         return None
+    if np.dtype(dtype).name not in UNDERFLOW_WEIGHT:
+        w = p.weights.astype(dtype)
+        one = np.count_nonzero(w) == 1 and p.taps > 1 and w[int(np.argmax(w))] > 0
+        return None if one else p
     w = floored(p.weights, dtype)
     return p if w is p.weights else replace(p, weights=w)
 
 
 def floored(weights: np.ndarray, dtype) -> np.ndarray:
-    """``weights`` with those that are 0 in ``dtype`` (a sigma below about 0.1 in
-    float32, 0.026 in float64) raised to :data:`UNDERFLOW_WEIGHT` (``weights`` itself
-    where none is).
+    """``weights`` (float64) with those below ``dtype``'s smallest normal number (0 or
+    subnormal there: a sigma below about 0.1 in float32, 0.026 in float64) raised to
+    :data:`UNDERFLOW_WEIGHT` (``weights`` itself where none is, or in another dtype).
 
     A level is mixed into pixels whose own weights on those taps are not 0, and the
     exact blur of a pixel whose own weights underflow still multiplies its taps: so a
     NaN there reaches every pixel it reaches in the exact blur, and an inf stays inf
-    (``0 * inf`` would be NaN).  The weight is far below the rounding of any sum and
-    below the masked blur's smallest valid share (:data:`~.rules.SHARE_FLOOR`), so a
-    masked pixel whose only valid taps carry it stays NaN, as with a weight of 0.
+    (``0 * inf`` would be NaN; XLA flushes subnormals to 0, so they are raised too).
+    The weight is far below the rounding of any sum and below the masked blur's
+    smallest valid share (:data:`~.rules.SHARE_FLOOR`), so a masked pixel whose only
+    valid taps carry it stays NaN, as with a weight of 0.
     """
     dtype = np.dtype(dtype)
-    zero = np.asarray(weights).astype(dtype) == 0
-    if not zero.any():
+    if dtype.name not in UNDERFLOW_WEIGHT:
         return weights
-    floor = UNDERFLOW_WEIGHT.get(dtype.name, float(np.finfo(dtype).tiny))
-    return np.where(zero, floor, weights)
+    small = np.abs(np.asarray(weights, np.float64)) < np.finfo(dtype).tiny
+    if not small.any():
+        return weights
+    return np.where(small, UNDERFLOW_WEIGHT[dtype.name], weights)
 
 
 #: The weight of a level's tap that underflows to 0 in the working precision
