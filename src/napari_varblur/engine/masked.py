@@ -37,7 +37,7 @@ def normalized_convolution(
     *,
     dtype,
     xp=np,
-    fused: Callable[[Any, bool], Any] | None = None,
+    fused: Callable[[Any, bool, bool], Any] | None = None,
     all_finite: Callable[[Any], bool | None] | None = None,
     denominator_shape: Callable[[Any], tuple[int, ...]] | None = None,
 ) -> Any:
