@@ -15,9 +15,9 @@ Internal names used here:
 - ``napari_varblur.core.taps.map_plan``, ``napari_varblur.core.level_plan.plan_levels``
 - ``napari_varblur.engine.planner.route``
 - ``napari_varblur.engine.walk.blur``
-- ``napari_varblur.engine.cost``: ``Survey``, ``Plan``, ``NUMBA_COSTS``,
+- ``napari_varblur.engine.cost``: ``Survey``, ``Plan``, ``COSTS``,
   ``GPU_GATHER_TAPS``, ``gather_on_gpu`` and the private ``_tile_candidates``,
-  ``_tile_lengths``, ``_walk_work``, ``_estimate``
+  ``_tile_lengths``, ``_walk_work``, ``_estimate``, ``whole_work``, ``whole_estimate``
 - ``napari_varblur.backends.jax_xla.BACKEND`` (its ``has_gpu``)
 - ``napari_varblur.engine.warmup.warm_up``
 """
@@ -71,36 +71,38 @@ def route(image: np.ndarray, sigma: np.ndarray, mode: str, tolerance: float | No
     return info
 
 
-def level_walk_trials(image: np.ndarray, sigma: np.ndarray, tolerance: float = 1e-3):
+def level_walk_trials(image: np.ndarray, sigma: np.ndarray, tolerance: float = 1e-3,
+                      backend: str = "numba"):  # fmt: skip
     """For fitting the cost model: the exact gather's call, and for every other tiling
-    the planner considers, the level walk's call, its work counts and the model's
-    estimates (``estimate`` of the walk, ``gather_estimate``), in seconds."""
+    the planner considers (the whole image only, for a backend that walks whole-image
+    levels), the level walk's call, its work counts and the model's estimates
+    (``estimate`` of the walk, ``gather_estimate``), in seconds, with the backend's
+    current table."""
     from napari_varblur.backends import load
     from napari_varblur.core.level_plan import plan_levels
     from napari_varblur.core.spec import BlurSpec
     from napari_varblur.core.taps import map_plan
     from napari_varblur.engine import cost, walk
 
-    numba = load("numba")
-    spec = BlurSpec.from_args(image, sigma, tolerance=tolerance, backend="numba")
+    run = load(backend)
+    whole = run.whole_image_levels
+    spec = BlurSpec.from_args(image, sigma, tolerance=tolerance, backend=backend)
     maps = map_plan(spec)
     levels = plan_levels(spec)
     survey = cost.Survey(spec, maps)
+    lengths = (max(m.n for m in maps),) if whole else cost._tile_candidates(spec, maps)[::2]
     trials = []
-    for length in cost._tile_candidates(spec, maps)[::2]:
+    for length in lengths:
         tiles = cost._tile_lengths(maps, survey.change, length)
         plan = cost.Plan(levels, tiles, survey)
-        est, est_gather = cost._estimate(spec, maps, survey, levels, tiles, cost.NUMBA_COSTS)
-        trials.append(
-            dict(
-                tiles=tiles,
-                walk=partial(walk.blur, spec, plan, numba),
-                work=cost._walk_work(spec, maps, survey, levels.levels, tiles, levels.diagonal),
-                estimate=est,
-                gather_estimate=est_gather,
-            )
-        )
-    return partial(numba.gather, spec), trials
+        est, est_gather = cost._estimate(spec, maps, survey, levels, tiles, cost.COSTS[backend])
+        work = cost._walk_work(spec, maps, survey, levels.levels, tiles, levels.diagonal)
+        if whole:  # the walk's counts in whole-image passes, the gather's as they were
+            est = cost.whole_estimate(spec, maps, survey, levels, cost.COSTS[backend])
+            work = {**cost.whole_work(spec, maps, survey, levels), "gather": work["gather"]}
+        trials.append(dict(tiles=tiles, walk=partial(walk.blur, spec, plan, run), work=work,
+                           estimate=est, gather_estimate=est_gather))  # fmt: skip
+    return partial(run.gather, spec), trials
 
 
 def compile_count(backend: str) -> int:

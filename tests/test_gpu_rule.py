@@ -30,12 +30,26 @@ def gpu(monkeypatch):
     )
 
 
+# A volume whose levels beat the gather on JAX on the CPU too (3-D, sigma up to 8).
+VOLUME = np.zeros((64, 128, 128), np.float32)
+DEEP = np.broadcast_to(np.linspace(0.5, 8.0, 128, dtype=np.float32), VOLUME.shape)
+
+
 def spec(backend: str = "jax") -> BlurSpec:
     return BlurSpec.from_args(IMAGE, RAMP, tolerance=1e-3, backend=backend)
 
 
-def test_cpu_takes_levels():
-    assert planner.route(spec()).kind == "levels"
+def volume_spec() -> BlurSpec:
+    return BlurSpec.from_args(VOLUME, DEEP, tolerance=1e-3, backend="jax")
+
+
+def test_cpu_takes_levels_where_its_cost_table_says():
+    """On the CPU, JAX's NumPy route weighs its whole-image level walk against its
+    gather (the 2-D ramp gathers, the volume walks); Numba walks the ramp; the
+    JAX-native API mixes levels whenever one list serves every axis."""
+    assert planner.route(spec("numba")).kind == "levels"
+    assert planner.route(spec()).kind == "gather"
+    assert planner.route(volume_spec()).kind == "levels"
     assert planner.route(spec(), native=True).kind == "levels"
 
 
@@ -46,11 +60,11 @@ def test_gpu_takes_the_gather(gpu):
 
 
 def test_gpu_takes_levels_beyond_the_threshold(gpu, monkeypatch):
-    window = (2 * 24 + 1) ** 2  # the ramp's largest radius is ceil(3 * 8) = 24
+    window = (2 * 24 + 1) ** 3  # the volume's largest radius is ceil(3 * 8) = 24
     monkeypatch.setattr(cost, "GPU_GATHER_TAPS", window - 1)
-    assert planner.route(spec()).kind == "levels"
+    assert planner.route(volume_spec()).kind == "levels"
     monkeypatch.setattr(cost, "GPU_GATHER_TAPS", window)
-    assert planner.route(spec()).kind == "gather"
+    assert planner.route(volume_spec()).kind == "gather"
 
 
 @pytest.mark.parametrize("traced", [False, True])

@@ -4,6 +4,7 @@ adversarial inputs in every mode and backend, and quantised maps, exact."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from napari_varblur.core import levels
 from napari_varblur.core.level_plan import plan_levels
 from napari_varblur.core.rules import radius_of
 from napari_varblur.core.spec import BlurSpec
+from napari_varblur.core.taps import map_plan
 from napari_varblur.engine import cost, planner, walk
 
 MODES = ["crop", "reflect", "mirror", "nearest", "wrap", "constant"]
@@ -223,6 +225,35 @@ def test_choice_prefers_the_gather_for_a_rough_map_and_levels_for_a_smooth_one(r
     assert planner.route(BlurSpec.from_args(image, smooth)).kind == "gather"
     out = gaussian_blur(image, smooth, tolerance=1e-3, backend="numba")
     assert_within(out, exact(image, smooth), 1e-3, image, precision="float32")
+
+
+def test_jax_walks_levels_only_where_its_whole_image_passes_beat_its_gather(rng):
+    """JAX's level walk runs whole-image passes (its own cost table): a 2-D map takes
+    its gather, where the walk ran 3-15x slower, and a 3-D map with large sigma the
+    walk, where the gather ran 2.7x slower (calibrate_levels.py --backend jax)."""
+    flat = np.zeros((1024, 1024), np.float32)
+    ramp = np.broadcast_to(np.linspace(1, 16, 1024, dtype=np.float32), flat.shape)
+    spec = BlurSpec.from_args(flat, ramp, tolerance=1e-3, backend="jax")
+    assert planner.route(spec).kind == "gather"
+    assert planner.route(replace(spec, backend="numba")).kind == "levels"
+    volume = np.zeros((64, 128, 128), np.float32)
+    deep = np.broadcast_to(np.linspace(0.5, 8, 128, dtype=np.float32), volume.shape)
+    chosen = planner.route(BlurSpec.from_args(volume, deep, tolerance=1e-3, backend="jax"))
+    assert chosen.kind == "levels" and chosen.plan.tiles == volume.shape
+
+
+def test_the_walk_estimate_counts_many_level_combinations_without_overflow():
+    """A per-axis walk over 3 axes of 32+ levels each has more than 2**15 nodes: the
+    counts (from int16 level indices) once wrapped negative, so the planner took a
+    walk estimated to cost less than nothing."""
+    sigma = np.broadcast_to(np.linspace(0.5, 8, 32, dtype=np.float32), (16, 32, 32))
+    spec = BlurSpec.from_args(np.zeros(sigma.shape, np.float32), sigma, tolerance=1e-3)
+    maps = map_plan(spec)
+    found = plan_levels(spec)
+    survey = cost.Survey(spec, maps)
+    work = cost._walk_work(spec, maps, survey, found.levels, sigma.shape, found.diagonal)
+    assert not found.diagonal and work["calls"] > 2**15
+    assert min(work.values()) > 0
 
 
 @pytest.mark.parametrize("bad", [0, -1e-3, 0.2, float("nan"), float("inf"), "1e-3", True, [1e-3]])

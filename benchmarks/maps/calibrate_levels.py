@@ -1,16 +1,17 @@
 """Fit the level walk's cost constants (the planner's cost model) to measured times.
 
-Runs the level walk and the exact gather (Numba) on a set of smooth and rough maps,
-tilings and sizes, and prints a least-squares fit of seconds against the work counts
-of the cost model (``internals.level_walk_trials``), with each case's estimate and
-measurement.  The fitted constants are for ``napari_varblur.engine.cost.NUMBA_COSTS``
-(see docs/design.md).
+Runs the level walk and the exact gather (Numba, or ``--backend jax``) on a set of
+smooth and rough maps, tilings and sizes, and prints a least-squares fit of seconds
+against the work counts of the cost model (``internals.level_walk_trials``), with each
+case's estimate and measurement.  The fitted constants are for
+``napari_varblur.engine.cost.NUMBA_COSTS`` or ``JAX_COSTS`` (see docs/design.md).
 
     python benchmarks/maps/calibrate_levels.py           # about 3 minutes on 2 cores
+    python benchmarks/maps/calibrate_levels.py --backend jax   # about 4 minutes
     python benchmarks/maps/calibrate_levels.py --quick   # the smallest maps only
 
-Writes ``benchmarks/results/<date>_<machine>_calibrate_levels.json`` (``--quick``:
-``results/quick/``).
+Writes ``benchmarks/results/<date>_<machine>_calibrate_levels[_jax].json``
+(``--quick``: ``results/quick/``).
 """
 
 from __future__ import annotations
@@ -49,12 +50,12 @@ def cases(rng, quick: bool):
     yield (512, 512), rng.uniform(1, 4, (512, 512)).astype(np.float32)
 
 
-def measure(rng, quick: bool) -> list[dict]:
+def measure(rng, quick: bool, backend: str = "numba") -> list[dict]:
     """Every case's tilings: the walk's and the gather's seconds, measured and estimated."""
     rows = []
     for shape, sigma in cases(rng, quick):
         image = rng.random(shape, dtype=np.float32)
-        gather, trials = internals.level_walk_trials(image, sigma)
+        gather, trials = internals.level_walk_trials(image, sigma, backend=backend)
         gather_s = best_of(gather, 1)
         for trial in trials:
             walk_s = best_of(trial["walk"])
@@ -93,15 +94,17 @@ def fit(rows: list[dict]) -> dict:
 def main(argv=None) -> int:
     """Measure, fit, print and write the result."""
     parser = common.parser(__doc__, "calibrate_levels", quick="the smallest maps only")
+    parser.add_argument("--backend", choices=("numba", "jax"), default="numba")
     args = parser.parse_args(argv)
     info = common.machine()
-    rows = measure(np.random.default_rng(0), args.quick)
+    rows = measure(np.random.default_rng(0), args.quick, args.backend)
     fitted = fit(rows)
     print("walk fit:", fitted["walk"])
     for dims, value in fitted["gather"].items():
         print(f"gather fit {dims}-D:", value)
     print("walk estimate / measured:", fitted["estimate_over_measured"])
-    common.write_result("calibrate_levels", dict(rows=rows, fit=fitted), info,
+    name = "calibrate_levels" + ("" if args.backend == "numba" else f"_{args.backend}")
+    common.write_result(name, dict(backend=args.backend, rows=rows, fit=fitted), info,
                                out=args.out, quick=args.quick)  # fmt: skip
     return 0
 

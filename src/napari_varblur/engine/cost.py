@@ -45,9 +45,17 @@ class CostTable:
 NUMBA_COSTS = CostTable(tap=2e-11, call=3e-5, tile=6e-4, sum=2e-9,
                         gather={1: 1.4e-10, 2: 1.4e-10, 3: 4.1e-10},
                         band_pixel=1e-8, band_tap=1e-10, run=1.5e-7)  # fmt: skip
-#: One table per backend that walks levels.  JAX has not been calibrated on its own yet:
-#: it uses Numba's table (its whole-image passes make the tile terms moot).
-COSTS: dict[str, CostTable] = {"numba": NUMBA_COSTS, "jax": NUMBA_COSTS}
+#: Fitted on the JAX backend on the CPU, 2 cores (``calibrate_levels.py --backend jax``,
+#: 2026-12-07, AMD EPYC): its level walk runs whole-image passes (:func:`whole_work`;
+#: the tile term is moot), a loop over taps each a pass over memory, at ~5x Numba's
+#: seconds per tap and 0.5 ms per pass call; its gather ran 1.5-2.9e-10 s per tap.
+#: Numba's table had it walk levels 3-15x slower than its own gather on every 2-D map
+#: tried (2048² sigma 1-16: 11.7-16.1 s against 2.2 s); this one keeps the walk for 3-D
+#: maps with large sigma only (64x128x128 up to 8: 1.5 s against 4.1 s).
+JAX_COSTS = CostTable(tap=9e-11, call=5e-4, tile=0.0, sum=6.7e-9,
+                      gather={1: 2.1e-10, 2: 2.1e-10, 3: 2.0e-10})  # fmt: skip
+#: One table per backend that walks levels.
+COSTS: dict[str, CostTable] = {"numba": NUMBA_COSTS, "jax": JAX_COSTS}
 
 #: The walk must look this much cheaper than the gather to be chosen: the estimate
 #: is within a factor of about 3 of measured times (calibrate_levels.py).
@@ -127,11 +135,15 @@ class Survey:
                 np.transpose(np.asarray(high[keep], np.float64), order))  # fmt: skip
 
 
-def choose(spec: BlurSpec, levels: LevelPlan, costs: CostTable, bands=None) -> Plan | None:
+def choose(
+    spec: BlurSpec, levels: LevelPlan, costs: CostTable, bands=None, whole: bool = False
+) -> Plan | None:
     """How to run ``levels`` for a NumPy sigma-map blur, or ``None`` for the exact gather.
 
     ``bands`` is the backend's :class:`~napari_varblur.backends.base.Bands` (or
     ``None``): a diagonal plan weighs them against the tile walk and the gather.
+    ``whole``: the backend runs every level over the whole image (one tile, no
+    narrowing), and the walk is costed so.
     """
     maps = map_plan(spec)
     survey = Survey(spec, maps)
@@ -142,6 +154,9 @@ def choose(spec: BlurSpec, levels: LevelPlan, costs: CostTable, bands=None) -> P
         if best is None or cost < best[0]:
             best = (cost, gather, tiles)
     cost, gather, tiles = best
+    if whole:  # the same gather (best estimated on small tiles), the walk on one tile
+        tiles = tuple(m.n for m in maps)
+        cost = whole_estimate(spec, maps, survey, levels, costs)
     if levels.diagonal and bands is not None:
         beat = min(cost * WALK_VS_BANDS, gather / MARGIN)
         found = _bands(spec, levels.levels[0], bands, costs, beat)
@@ -150,6 +165,35 @@ def choose(spec: BlurSpec, levels: LevelPlan, costs: CostTable, bands=None) -> P
     if cost * MARGIN >= gather:
         return None
     return Plan(levels, tiles, survey)
+
+
+def whole_estimate(spec, maps, survey, levels: LevelPlan, costs: CostTable) -> float:
+    """The estimated seconds of a level walk in whole-image passes (JAX): each used
+    level's passes over every pixel with that level's own taps, one pass call per
+    node of the walk, and one weighted sum per leaf."""
+    work = whole_work(spec, maps, survey, levels)
+    return costs.tap * work["taps"] + costs.call * work["calls"] + costs.sum * work["sums"]
+
+
+def whole_work(spec, maps, survey, levels: LevelPlan) -> dict[str, float]:
+    """The counts behind :func:`whole_estimate`: the walk goes depth first along the
+    axes (all of them at each level of a diagonal plan), so a node at depth ``i`` is one
+    combination of the levels used on the axes before it."""
+    size, whole = float(spec.image.size), tuple(m.n for m in maps)
+    order = sorted(range(len(maps)), key=lambda i: -survey.change[i])
+    used = []
+    for i, (m, lv) in enumerate(zip(maps, levels.levels)):
+        low, high = survey.extremes(i, whole)
+        k_hi, t_hi = lv.locate(high)
+        top = int(np.max(k_hi if t_hi is None else k_hi + (t_hi > 0)))
+        used.append(np.minimum(lv.radius[int(np.min(lv.locate(low)[0])) : top + 1], m.limit))
+    taps = calls = 0.0
+    nodes = 1
+    for i in order:
+        width, count = float(np.sum(2 * used[i] + 1)), len(used[i])
+        parents = 1 if levels.diagonal else nodes  # diagonal: each level runs every axis once
+        taps, calls, nodes = taps + parents * width, calls + parents * count, parents * count
+    return dict(taps=taps * size, calls=calls, tiles=1.0, sums=nodes * size)
 
 
 def _bands(spec: BlurSpec, levels: AxisLevels, bands, costs: CostTable, beat: float):
@@ -233,7 +277,7 @@ def _walk_work(spec, maps, survey, levels, tiles, diagonal) -> dict[str, float]:
             k_hi, t_hi = lv.locate(high)
             located[key] = (lv.locate(low)[0], k_hi if t_hi is None else k_hi + (t_hi > 0))
         k_lo, k_hi = located[key]
-        counts.append(k_hi - k_lo + 1)
+        counts.append(np.asarray(k_hi - k_lo + 1, np.int64))  # (int16 products overflow)
         reach.append(2 * np.minimum(lv.radius[k_hi], m.limit))
         window = window * (2 * np.minimum(radius_of((low + high) / 2, m.truncate), m.limit) + 1)
         spread.append(high - low)

@@ -98,7 +98,8 @@ def _route(spec: BlurSpec, native: bool, interim: bool, paired: bool) -> Route:
         return Route(backend, "levels", levels, interim=switched)
     table = cost.COSTS.get(backend.name)
     levels = None if table is None or backend.correlate is None else plan_levels(spec)
-    plan = None if levels is None else cost.choose(spec, levels, table, backend.bands)
+    whole = backend.whole_image_levels  # (JAX: whole-image passes, its own costs)
+    plan = None if levels is None else cost.choose(spec, levels, table, backend.bands, whole)
     if plan is None or (paired and not levels.diagonal):
         return Route(backend, "gather", interim=switched)
     return Route(backend, "levels", levels, plan, interim=switched)
