@@ -52,7 +52,7 @@ NUMBA_COSTS = CostTable(tap=2e-11, call=3e-5, tile=6e-4, sum=2e-9,
 #: Numba's table had it walk levels 3-15x slower than its own gather on every 2-D map
 #: tried (2048² sigma 1-16: 11.7-16.1 s against 2.2 s); this one keeps the walk for 3-D
 #: maps with large sigma only (64x128x128 up to 8: 1.5 s against 4.1 s).
-JAX_COSTS = CostTable(tap=9e-11, call=5e-4, tile=0.0, sum=6.7e-9,
+JAX_COSTS = CostTable(tap=1.0e-10, call=5.4e-4, tile=0.0, sum=6.2e-9,
                       gather={1: 2.1e-10, 2: 2.1e-10, 3: 2.0e-10})  # fmt: skip
 #: One table per backend that walks levels.
 COSTS: dict[str, CostTable] = {"numba": NUMBA_COSTS, "jax": JAX_COSTS}
