@@ -44,13 +44,22 @@ def volume_spec() -> BlurSpec:
 
 
 def test_cpu_takes_levels_where_its_cost_table_says():
-    """On the CPU, JAX's NumPy route weighs its whole-image level walk against its
-    gather (the 2-D ramp gathers, the volume walks); Numba walks the ramp; the
-    JAX-native API mixes levels whenever one list serves every axis."""
+    """On the CPU, JAX weighs its whole-image level walk against its gather (the 2-D
+    ramp gathers, the volume walks), on the NumPy route and in the JAX-native API for
+    a concrete map; a traced map mixes levels; Numba walks the ramp."""
     assert planner.route(spec("numba")).kind == "levels"
     assert planner.route(spec()).kind == "gather"
     assert planner.route(volume_spec()).kind == "levels"
-    assert planner.route(spec(), native=True).kind == "levels"
+    assert planner.route(spec(), native=True).kind == "gather"
+    traced = dataclasses.replace(spec(), max_radius=(24, 24))
+    assert planner.route(traced, native=True).kind == "levels"
+
+
+@pytest.fixture
+def free_levels(monkeypatch):
+    """JAX's level walk costed at nothing: on the CPU a concrete map mixes levels too."""
+    free = dataclasses.replace(cost.JAX_COSTS, tap=0.0, call=0.0, sum=0.0)
+    monkeypatch.setitem(cost.COSTS, "jax", free)
 
 
 def test_gpu_takes_the_gather(gpu):
@@ -68,7 +77,7 @@ def test_gpu_takes_levels_beyond_the_threshold(gpu, monkeypatch):
 
 
 @pytest.mark.parametrize("traced", [False, True])
-def test_jax_native_result_is_the_exact_map(gpu, traced):
+def test_jax_native_result_is_the_exact_map(gpu, free_levels, traced):
     exact = np.asarray(vjax.gaussian_blur(IMAGE, RAMP, max_radius=24))
     blur = lambda s: vjax.gaussian_blur(IMAGE, s, tolerance=1e-3, max_radius=24)  # noqa: E731
     out = np.asarray(jax.jit(blur)(RAMP) if traced else blur(RAMP))
@@ -76,9 +85,10 @@ def test_jax_native_result_is_the_exact_map(gpu, traced):
 
 
 @pytest.mark.parametrize("traced", [False, True])
-def test_jax_native_on_cpu_mixes_levels(traced):
-    """The guard for the test above: on the CPU the same call mixes levels, which
-    differ from the exact map by more than float32 rounding."""
+def test_jax_native_on_cpu_mixes_levels(free_levels, traced):
+    """The guard for the test above: on the CPU the same call mixes levels (a concrete
+    map where JAX's walk is costed at nothing), which differ from the exact map by more
+    than float32 rounding."""
     exact = np.asarray(vjax.gaussian_blur(IMAGE, RAMP, max_radius=24))
     blur = lambda s: vjax.gaussian_blur(IMAGE, s, tolerance=1e-3, max_radius=24)  # noqa: E731
     out = np.asarray(jax.jit(blur)(RAMP) if traced else blur(RAMP))

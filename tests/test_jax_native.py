@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,7 +13,17 @@ from jax.test_util import check_grads
 from conftest import assert_close
 from napari_varblur import gaussian_blur
 from napari_varblur.backends import jax_xla
+from napari_varblur.core.spec import BlurSpec
+from napari_varblur.engine import cost, planner
 from napari_varblur.jax import gaussian_blur as jax_blur
+
+
+@pytest.fixture
+def free_levels(monkeypatch):
+    """JAX's level walk costed at nothing, so a concrete map mixes levels (the planner
+    otherwise gathers small 2-D maps, where the mix is slower)."""
+    free = dataclasses.replace(cost.JAX_COSTS, tap=0.0, call=0.0, sum=0.0)
+    monkeypatch.setitem(cost.COSTS, "jax", free)
 
 
 @pytest.fixture
@@ -132,7 +144,7 @@ def test_float64_is_real_and_global_config_untouched(image):
 
 
 @pytest.mark.parametrize("mode", ["crop", "reflect", "constant"])
-def test_tolerance_levels_meet_the_bound_concrete_and_traced(image, mode, rng):
+def test_tolerance_levels_meet_the_bound_concrete_and_traced(image, mode, rng, free_levels):
     sigma = rng.uniform(0, 3.0, image.shape).astype(np.float32)
     sigma[sigma < 0.5] = 0
     expected = gaussian_blur(image, sigma, mode=mode, cval=12.0, backend="reference",
@@ -145,6 +157,27 @@ def test_tolerance_levels_meet_the_bound_concrete_and_traced(image, mode, rng):
     ):
         err = np.abs(np.asarray(out, np.float64) - expected).max()
         assert 1e-6 < err <= 1e-3 * span + 1e-5 * 12  # levels ran, within the bound
+
+
+def test_a_concrete_map_mixes_levels_only_where_jax_cost_table_says(rng):
+    """The JAX-native API asks JAX's cost table for a concrete map: a 2-D ramp gathers
+    (exactly: the mix ran 2.5-4x slower), a 3-D map with large sigma mixes levels; a
+    traced map, whose values are unknown, mixes levels."""
+    image = rng.random((512, 512)).astype(np.float32)
+    ramp = np.broadcast_to(np.linspace(1, 8, 512, dtype=np.float32), image.shape)
+
+    def kind(img, smap, traced=None):
+        spec = BlurSpec.from_args(img, smap, tolerance=1e-3, backend="jax")
+        return planner.route(dataclasses.replace(spec, max_radius=traced), native=True).kind
+
+    assert kind(image, ramp) == "gather"
+    assert kind(image, ramp, traced=(24, 24)) == "levels"
+    volume = np.zeros((64, 128, 128), np.float32)
+    assert kind(volume, np.broadcast_to(np.linspace(0.5, 8, 128, dtype=np.float32),
+                                        volume.shape)) == "levels"  # fmt: skip
+    out = np.asarray(jax_blur(image, ramp, tolerance=1e-3))
+    exact = gaussian_blur(image, ramp, backend="reference", precision="float64")
+    assert_close(out, exact, "float32", image)
 
 
 def test_tolerance_levels_are_differentiable(image, sigma_map):
@@ -172,7 +205,7 @@ def test_tolerance_with_per_axis_maps_is_exact_and_bad_values_are_refused(image,
         jax_blur(jnp.asarray(image), sigma_map, tolerance=0.5)
 
 
-def test_float16_levels_keep_the_masked_share_rule():
+def test_float16_levels_keep_the_masked_share_rule(free_levels):
     """float16 (kept by the JAX-native API): a masked pixel whose valid taps' weights
     underflow is NaN with levels as in the exact blur (float16's smallest normal
     weight is its share floor, so its levels leave such an axis untouched)."""

@@ -9,9 +9,9 @@ still compiles Numba's kernels, a click may run on JAX instead) and the kind of 
 - **global**: a global sigma, separable passes;
 - **levels**: a sigma map mixed from global blurs at a few sigma levels, quantised or
   within a ``tolerance`` (:func:`~napari_varblur.core.level_plan.plan_levels`), when
-  they beat the gather: on the NumPy route by the cost model (:mod:`.cost`: the tile
-  walk or the backend's level bands), in the JAX-native API whenever one list of
-  levels serves every axis;
+  they beat the gather by the cost model (:mod:`.cost`: the tile walk, the backend's
+  level bands, or JAX's whole-image passes); in the JAX-native API only where one
+  list of levels serves every axis, and always for a traced map;
 - **gather**: the exact per-pixel sum.  On a GPU a map always takes it while its
   window is at most :data:`~.cost.GPU_GATHER_TAPS` taps: there the gather beat the
   level loop 12-33x.
@@ -93,7 +93,7 @@ def _route(spec: BlurSpec, native: bool, interim: bool, paired: bool) -> Route:
         return Route(backend, "gather", interim=switched)
     if native:  # a loop of whole-image passes, differentiable: one list for every axis
         levels = plan_levels(spec)
-        if levels is None or not levels.diagonal:
+        if levels is None or not levels.diagonal or not _native_levels_pay(spec, levels):
             return Route(backend, "gather", interim=switched)
         return Route(backend, "levels", levels, interim=switched)
     table = cost.COSTS.get(backend.name)
@@ -103,6 +103,16 @@ def _route(spec: BlurSpec, native: bool, interim: bool, paired: bool) -> Route:
     if plan is None or (paired and not levels.diagonal):
         return Route(backend, "gather", interim=switched)
     return Route(backend, "levels", levels, plan, interim=switched)
+
+
+def _native_levels_pay(spec: BlurSpec, levels: LevelPlan) -> bool:
+    """Whether the JAX-native level mix (whole-image passes, as JAX's walk) should run
+    rather than the gather: for a concrete map, when JAX's cost table says so, as on
+    the NumPy route (2-D maps gather: the mix ran 2.5-4x slower there); a traced map,
+    whose values are unknown while tracing, keeps the mix."""
+    if spec.max_radius is not None:
+        return True
+    return cost.choose(spec, levels, cost.COSTS["jax"], whole=True) is not None
 
 
 def _backend(spec: BlurSpec, native: bool, interim: bool) -> tuple[str, bool]:
