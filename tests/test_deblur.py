@@ -249,6 +249,45 @@ def test_blur_operator_is_the_blur_and_its_transpose(mode):
         blur_operator(smap, shape, cval=1.0)
 
 
+@pytest.mark.skipif("jax" not in FAST_BACKENDS, reason="JAX is not installed")
+def test_a_paired_jax_route_sets_its_map_up_once(monkeypatch):
+    """A deblur's or an operator's route keeps JAX's per-map set-up (radii, exponents)
+    in its memo: products compute it once and give what fresh calls give; a map that
+    is not the route's own is set up anew, and a plain call keeps nothing."""
+    from dataclasses import replace
+
+    from napari_varblur.core.spec import BlurSpec
+    from napari_varblur.core.taps import MapAxis
+    from napari_varblur.engine import planner, router
+
+    rng = np.random.default_rng(9)
+    shape = (40, 48)
+    smap = rng.uniform(0.5, 3.0, shape).astype(np.float32)
+    calls = []
+    radius = MapAxis.radius
+
+    def counted(m, limit=None):  # the real radii, counted (a spy, not a mock)
+        calls.append(m.n)
+        return radius(m, limit)
+
+    monkeypatch.setattr(MapAxis, "radius", counted)
+    op = blur_operator(smap, shape, backend="jax", precision="float32")
+    x = rng.random(shape, dtype=np.float32)
+    ax, ax2, aty = op.matvec(x.ravel()), op.matvec(x.ravel()), op.rmatvec(x.ravel())
+    assert len(calls) == 1  # one set-up for three products (the gather's and the scatter's)
+    fresh = dict(backend="jax", precision="float32")
+    np.testing.assert_array_equal(ax, gaussian_blur(x, smap, **fresh).ravel())
+    np.testing.assert_array_equal(ax2, ax)
+    np.testing.assert_array_equal(aty, gaussian_blur(x, smap, model="scatter", **fresh).ravel())
+    spec = BlurSpec.from_args(x, smap, **fresh)
+    chosen = planner.route(spec, paired=True)
+    assert chosen.memo == {} and planner.route(spec).memo is None
+    router.blur(spec, chosen=chosen)
+    other = BlurSpec.from_args(x, smap * 0.5, **fresh)
+    np.testing.assert_array_equal(router.blur(replace(other, image=x), chosen=chosen),
+                                  gaussian_blur(x, smap * 0.5, **fresh))  # fmt: skip
+
+
 def test_varblur_deblur_writes_what_the_library_gives(tmp_path, monkeypatch, capsys):
     from napari_varblur.app import cli
 

@@ -55,13 +55,15 @@ class Backend:
         :class:`~napari_varblur.core.taps.AxisPass` list ``plan``, else the spec's own);
         a new array of ``spec.precision``.
     gather
-        ``gather(spec, pad_floor)``: the exact per-pixel blur of a sigma-map spec.
-        ``pad_floor`` raises each axis's padding (the chunks of one dask array share
-        static shapes).
+        ``gather(spec, pad_floor, memo=None)``: the exact per-pixel blur of a sigma-map
+        spec.  ``pad_floor`` raises each axis's padding (the chunks of one dask array
+        share static shapes); ``memo``: a dict the caller keeps across calls on one map
+        (a deblur's route), where a backend may keep its per-map set-up (radii and
+        exponents) instead of recomputing it every call.
     scatter
-        ``scatter(spec, pad_floor)``: the exact transpose of ``gather`` (its linear
-        part), or ``None`` where it has none for this spec; ``None``: no scatter at all
-        (the engine then runs the reference's).
+        ``scatter(spec, pad_floor, memo=None)``: the exact transpose of ``gather`` (its
+        linear part), or ``None`` where it has none for this spec; ``None``: no scatter
+        at all (the engine then runs the reference's).
     correlate
         The 1-D pass the level walk runs (:data:`Correlate`), or ``None``.  The router
         walks levels only on backends that also have a cost table
@@ -91,10 +93,10 @@ class Backend:
 
     name: str
     global_blur: Callable[..., np.ndarray]
-    gather: Callable[[BlurSpec, tuple[int, ...] | None], np.ndarray]
+    gather: Callable[..., np.ndarray]
     describe: Callable[[], str]
     device_name: Callable[[], str]
-    scatter: Callable[[BlurSpec, tuple[int, ...] | None], np.ndarray | None] | None = None
+    scatter: Callable[..., np.ndarray | None] | None = None
     correlate: Correlate | None = None
     masked: FusedMasked | None = None
     all_finite: Callable[[np.ndarray], bool | None] | None = None

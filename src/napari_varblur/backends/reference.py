@@ -36,12 +36,12 @@ def global_blur(spec: BlurSpec, plan: list[AxisPass] | None = None) -> np.ndarra
     return x.astype(spec.precision)
 
 
-def gather(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray:
+def gather(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None, memo=None) -> np.ndarray:
     x = _varying_blur(spec.image.astype(np.float64), map_plan(spec, pad_floor))
     return x.astype(spec.precision)
 
 
-def scatter(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray:
+def scatter(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None, memo=None) -> np.ndarray:
     """The exact transpose of :func:`gather` (its linear part)."""
     y = _varying_scatter(spec.image.astype(np.float64), map_plan(spec, pad_floor))
     return y.astype(spec.precision)

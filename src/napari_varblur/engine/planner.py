@@ -23,7 +23,7 @@ internals: they ask here.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -52,13 +52,16 @@ class Route:
     """How a spec runs: on ``backend``, as ``kind`` (``"global"``, ``"levels"`` or
     ``"gather"``), with the level engine's ``levels`` and, on the NumPy route, the cost
     model's ``plan`` (tiling or bands) for them.  ``interim``: ``auto`` ran on JAX
-    because Numba's first kernels were still compiling (a napari click only)."""
+    because Numba's first kernels were still compiling (a napari click only).
+    ``memo``: a paired route's store for the backend's per-map set-up, which every
+    call along it shares (a deblur's iterations, a ``LinearOperator``'s products)."""
 
     backend: Backend
     kind: str
     levels: LevelPlan | None = None
     plan: cost.Plan | None = None
     interim: bool = False
+    memo: dict | None = field(default=None, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -77,7 +80,9 @@ def route(
     levels at a time, so there the exact gather and scatter run instead.
     """
     chosen = _route(spec, native, interim, paired)
-    if not native and not paired and _first_call(spec, chosen):
+    if paired:
+        return replace(chosen, memo={})
+    if not native and _first_call(spec, chosen):
         kind = "global" if chosen.kind == "global" else "gather"
         return Route(backends.load("reference"), kind, interim=True)
     return chosen
@@ -108,8 +113,10 @@ def _route(spec: BlurSpec, native: bool, interim: bool, paired: bool) -> Route:
 def _native_levels_pay(spec: BlurSpec, levels: LevelPlan) -> bool:
     """Whether the JAX-native level mix (whole-image passes, as JAX's walk) should run
     rather than the gather: for a concrete map, when JAX's cost table says so, as on
-    the NumPy route (2-D maps gather: the mix ran 2.5-4x slower there); a traced map,
-    whose values are unknown while tracing, keeps the mix."""
+    the NumPy route (2-D maps gather: the mix ran 2.5-4x slower there).  A traced map,
+    whose values are unknown while tracing, keeps the mix: it is what the fit's
+    objective differentiates, whose value and gradient the mix gives 2-6x faster
+    than the gather's (:func:`napari_varblur.fit.solver.objective_tolerance`)."""
     if spec.max_radius is not None:
         return True
     return cost.choose(spec, levels, cost.COSTS["jax"], whole=True) is not None

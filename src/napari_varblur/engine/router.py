@@ -68,7 +68,7 @@ def _runner(chosen: Route, pad_floor):
     if chosen.kind == "global":
         return backend.global_blur
     if chosen.kind == "gather":
-        return lambda plain: backend.gather(plain, pad_floor)
+        return lambda plain: backend.gather(plain, pad_floor, chosen.memo)
     if chosen.plan.bands is not None:
         return lambda plain: backend.bands.blur(plain, chosen.plan.bands)
     return lambda plain: walk.blur(plain, chosen.plan, backend)
@@ -82,7 +82,7 @@ def _scatter(spec: BlurSpec, chosen: Route, pad_floor) -> np.ndarray:
     if chosen.kind == "global":
         run_t = lambda s: transpose.global_scatter(s, backend)  # noqa: E731
     elif chosen.kind == "gather":
-        run_t = lambda s: transpose.map_scatter(s, backend, pad_floor)  # noqa: E731
+        run_t = lambda s: transpose.map_scatter(s, backend, pad_floor, chosen.memo)  # noqa: E731
     else:
         run_t = lambda s: transpose.level_scatter(s, chosen.levels, backend)  # noqa: E731
     dtype = np.dtype(spec.precision)

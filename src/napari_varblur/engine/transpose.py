@@ -68,9 +68,10 @@ def global_scatter(spec: BlurSpec, backend: Backend) -> np.ndarray:
     return y.astype(spec.precision)
 
 
-def map_scatter(spec: BlurSpec, backend: Backend, pad_floor=None) -> np.ndarray:
-    """The transpose of the exact gather: the backend's scatter, else the reference's."""
-    out = backend.scatter(spec, pad_floor) if backend.scatter is not None else None
+def map_scatter(spec: BlurSpec, backend: Backend, pad_floor=None, memo=None) -> np.ndarray:
+    """The transpose of the exact gather: the backend's scatter, else the reference's
+    (``memo``: the route's, :class:`~.planner.Route`)."""
+    out = backend.scatter(spec, pad_floor, memo) if backend.scatter is not None else None
     if out is None:
         out = backends.load("reference").scatter(spec, pad_floor)
     return np.asarray(out, spec.precision)

@@ -107,12 +107,14 @@ def _global_blur(spec: BlurSpec, plan: list[AxisPass] | None = None) -> np.ndarr
     return np.asarray(out)
 
 
-def _map_program(spec: BlurSpec, pad_floor: tuple[int, ...] | None, fill: bool = True):
-    """The exact gather of ``spec`` as a function of the image in the working layout
-    (and that layout): constant mode's fill included, or left out (``fill`` False: the
-    gather's linear part, which :func:`_map_scatter` transposes)."""
+def _map_arrays(spec: BlurSpec, plan, memo: dict | None) -> tuple[jax.Array, jax.Array]:
+    """The per-pixel radii and exponents of ``plan`` on the device, in the working
+    layout; kept in ``memo`` for the next call on the same map (2.1 ms of a 12.3 ms
+    map blur at 512², twice per deblur iteration)."""
+    key = ("map arrays", tuple(m.pad for m in plan), np.dtype(spec.precision))
+    if memo is not None and key in memo and memo[key][0] is spec.sigma_map:
+        return memo[key][1]
     dtype = spec.precision
-    plan = map_plan(spec, pad_floor)
 
     def per_pixel(values: np.ndarray, kind) -> jax.Array:
         return jnp.asarray(working_layout(np.broadcast_to(values, spec.shape), spec.axes), kind)
@@ -124,6 +126,19 @@ def _map_program(spec: BlurSpec, pad_floor: tuple[int, ...] | None, fill: bool =
     limit = max(m.limit for m in plan) if spec.isotropic else None
     radius = jnp.stack([per_pixel(m.radius(limit), jnp.int32) for m in axes_data])
     exponent = jnp.stack([per_pixel(m.exponent(dtype), dtype) for m in axes_data])
+    if memo is not None:  # (the map is held too: an identity check needs it alive)
+        memo[key] = (spec.sigma_map, (radius, exponent))
+    return radius, exponent
+
+
+def _map_program(spec: BlurSpec, pad_floor: tuple[int, ...] | None, fill: bool = True,
+                 memo: dict | None = None):  # fmt: skip
+    """The exact gather of ``spec`` as a function of the image in the working layout
+    (and that layout): constant mode's fill included, or left out (``fill`` False: the
+    gather's linear part, which :func:`_map_scatter` transposes)."""
+    dtype = spec.precision
+    plan = map_plan(spec, pad_floor)
+    radius, exponent = _map_arrays(spec, plan, memo)
     fills = tuple(jnp.asarray(m.fill if fill else 0.0, dtype) for m in plan)
     if not fill:  # transposed: loops of static length (reverse mode needs them)
         layout = tuple((m.n, m.mode, m.pad) for m in plan)
@@ -133,17 +148,20 @@ def _map_program(spec: BlurSpec, pad_floor: tuple[int, ...] | None, fill: bool =
     return lambda work: _varying_jit(work, radius, exponent, fills, layout=layout, reach=reach)
 
 
-def _map_blur(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray:
+def _map_blur(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None, memo=None
+              ) -> np.ndarray:  # fmt: skip
     work = working_layout(spec.image, spec.axes).astype(spec.precision)
-    out = _map_program(spec, pad_floor)(jnp.asarray(work))
+    out = _map_program(spec, pad_floor, memo=memo)(jnp.asarray(work))
     return from_working_layout(np.asarray(out), spec.shape, spec.axes)
 
 
-def _map_scatter(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray:
+def _map_scatter(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None, memo=None
+                 ) -> np.ndarray:  # fmt: skip
     """The exact transpose of :func:`_map_blur`'s linear part (``jax.linear_transpose``
     of the same program)."""
     work = jnp.asarray(working_layout(spec.image, spec.axes).astype(spec.precision))
-    (out,) = jax.linear_transpose(_map_program(spec, pad_floor, fill=False), work)(work)
+    program = _map_program(spec, pad_floor, fill=False, memo=memo)
+    (out,) = jax.linear_transpose(program, work)(work)
     return from_working_layout(np.asarray(out), spec.shape, spec.axes)
 
 

@@ -96,8 +96,8 @@ def global_blur(spec: BlurSpec, plan: list[AxisPass] | None = None) -> np.ndarra
     return passes.fused_last_two(x, *plan[-2:]) if pair else x
 
 
-def gather(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray:
-    x = spec.image.astype(spec.precision, copy=False)
+def gather(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None, memo=None) -> np.ndarray:
+    x = spec.image.astype(spec.precision, copy=False)  # (its set-up is per tile: no memo)
     return gathers.varying_blur(x, spec, map_plan(spec, pad_floor))
 
 

@@ -26,8 +26,10 @@ from .common import FAST, kernel_array, parallel_section
 from .tiles import TILE, _scratch3d, _tile_lanes, _tile_tables, map_arguments
 
 
-def scatter(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None) -> np.ndarray | None:
-    """The exact scatter of a sigma-map spec (``None`` for more than 3 blurred axes)."""
+def scatter(spec: BlurSpec, pad_floor: tuple[int, ...] | None = None, memo=None
+            ) -> np.ndarray | None:  # fmt: skip
+    """The exact scatter of a sigma-map spec (``None`` for more than 3 blurred axes;
+    its set-up is per tile: no ``memo``)."""
     if len(spec.axes) > 3:
         return None
     plan = map_plan(spec, pad_floor)
