@@ -95,11 +95,13 @@ def level_walk_trials(image: np.ndarray, sigma: np.ndarray, tolerance: float = 1
     for length in lengths:
         tiles = cost._tile_lengths(maps, survey.change, length)
         plan = cost.Plan(levels, tiles, survey)
-        est, est_gather = cost._estimate(spec, maps, survey, levels, tiles, cost.COSTS[backend])
-        work = cost._walk_work(spec, maps, survey, levels.levels, tiles, levels.diagonal)
-        if whole:  # the walk's counts in whole-image passes, the gather's as they were
-            est = cost.whole_estimate(spec, maps, survey, levels, cost.COSTS[backend])
-            work = {**cost.whole_work(spec, maps, survey, levels), "gather": work["gather"]}
+        if whole:  # the walk's counts in whole-image passes
+            est, est_gather = cost.whole_estimate(spec, maps, survey, levels, cost.COSTS[backend])
+            work = cost.whole_work(spec, maps, survey, levels)
+        else:
+            est, est_gather = cost._estimate(spec, maps, survey, levels, tiles,
+                                             cost.COSTS[backend])  # fmt: skip
+            work = cost._walk_work(spec, maps, survey, levels.levels, tiles, levels.diagonal)
         trials.append(dict(tiles=tiles, walk=partial(walk.blur, spec, plan, run), work=work,
                            estimate=est, gather_estimate=est_gather))  # fmt: skip
     return partial(run.gather, spec), trials

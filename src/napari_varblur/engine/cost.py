@@ -147,16 +147,17 @@ def choose(
     """
     maps = map_plan(spec)
     survey = Survey(spec, maps)
-    best = None
-    for length in _tile_candidates(spec, maps):
-        tiles = _tile_lengths(maps, survey.change, length)
-        cost, gather = _estimate(spec, maps, survey, levels, tiles, costs)
-        if best is None or cost < best[0]:
-            best = (cost, gather, tiles)
-    cost, gather, tiles = best
-    if whole:  # the same gather (best estimated on small tiles), the walk on one tile
+    if whole:  # one tile: no tilings to weigh
         tiles = tuple(m.n for m in maps)
-        cost = whole_estimate(spec, maps, survey, levels, costs)
+        cost, gather = whole_estimate(spec, maps, survey, levels, costs)
+    else:
+        best = None
+        for length in _tile_candidates(spec, maps):
+            tiles = _tile_lengths(maps, survey.change, length)
+            cost, gather = _estimate(spec, maps, survey, levels, tiles, costs)
+            if best is None or cost < best[0]:
+                best = (cost, gather, tiles)
+        cost, gather, tiles = best
     if levels.diagonal and bands is not None:
         beat = min(cost * WALK_VS_BANDS, gather / MARGIN)
         found = _bands(spec, levels.levels[0], bands, costs, beat)
@@ -167,18 +168,22 @@ def choose(
     return Plan(levels, tiles, survey)
 
 
-def whole_estimate(spec, maps, survey, levels: LevelPlan, costs: CostTable) -> float:
-    """The estimated seconds of a level walk in whole-image passes (JAX): each used
-    level's passes over every pixel with that level's own taps, one pass call per
-    node of the walk, and one weighted sum per leaf."""
+def whole_estimate(spec, maps, survey, levels: LevelPlan, costs: CostTable
+                   ) -> tuple[float, float]:  # fmt: skip
+    """:func:`_estimate` for a level walk in whole-image passes (JAX): each used level's
+    passes over every pixel with that level's own taps, one pass call per node of the
+    walk and one weighted sum per leaf; the gather as on one whole tile (as its
+    constants were fitted: ``calibrate_levels.py --backend jax``)."""
     work = whole_work(spec, maps, survey, levels)
-    return costs.tap * work["taps"] + costs.call * work["calls"] + costs.sum * work["sums"]
+    walk = costs.tap * work["taps"] + costs.call * work["calls"] + costs.sum * work["sums"]
+    return walk, costs.gather[min(3, len(maps))] * work["gather"]
 
 
 def whole_work(spec, maps, survey, levels: LevelPlan) -> dict[str, float]:
     """The counts behind :func:`whole_estimate`: the walk goes depth first along the
     axes (all of them at each level of a diagonal plan), so a node at depth ``i`` is one
-    combination of the levels used on the axes before it."""
+    combination of the levels used on the axes before it; the gather's taps are
+    :func:`_walk_work`'s on the whole tile."""
     size, whole = float(spec.image.size), tuple(m.n for m in maps)
     order = sorted(range(len(maps)), key=lambda i: -survey.change[i])
     used = []
@@ -193,7 +198,8 @@ def whole_work(spec, maps, survey, levels: LevelPlan) -> dict[str, float]:
         width, count = float(np.sum(2 * used[i] + 1)), len(used[i])
         parents = 1 if levels.diagonal else nodes  # diagonal: each level runs every axis once
         taps, calls, nodes = taps + parents * width, calls + parents * count, parents * count
-    return dict(taps=taps * size, calls=calls, tiles=1.0, sums=nodes * size)
+    gather = _walk_work(spec, maps, survey, levels.levels, whole, levels.diagonal)["gather"]
+    return dict(taps=taps * size, calls=calls, tiles=1.0, sums=nodes * size, gather=gather)
 
 
 def _bands(spec: BlurSpec, levels: AxisLevels, bands, costs: CostTable, beat: float):
