@@ -314,6 +314,31 @@ def test_a_broadcast_map_is_surveyed_and_quantised_as_its_copy():
         assert cost.Survey(spec, map_plan(spec)).compact[0].shape == (1, 40)
 
 
+def test_a_map_along_one_axis_is_planned_from_its_column():
+    """A volume's map of one sigma per z-plane, written out whole, is read as its
+    column (a view, length 1 along y and x): the same distinct values, quantised
+    levels and level plan as the column broadcast, for a plain and a tolerance call."""
+    from napari_varblur.core.levels import distinct_values
+    from napari_varblur.core.shapes import compact
+
+    column = np.linspace(0.5, 4.0, 12, dtype=np.float32)[:, None, None]
+    written = np.ascontiguousarray(np.broadcast_to(column, (12, 9, 10)))
+    small = compact(written)
+    assert small.shape == (12, 1, 1) and np.shares_memory(small, written)
+    late = written.copy()
+    late[3, 8, 9] += 1.0  # the last pixel of one plane: y and x vary after all
+    assert compact(late).shape == (12, 9, 10)
+    np.testing.assert_array_equal(distinct_values(written), np.unique(column))
+    image = np.zeros(written.shape, np.float32)
+    for tolerance in (None, 1e-3):
+        plans = [plan_levels(BlurSpec.from_args(image, m, backend="numba", tolerance=tolerance))
+                 for m in (written, np.broadcast_to(column, written.shape))]  # fmt: skip
+        assert all(p.exact for p in plans)
+        for a, b in zip(plans[0].levels, plans[1].levels, strict=True):
+            np.testing.assert_array_equal(a.sigma, b.sigma)
+            np.testing.assert_array_equal(a.radius, b.radius)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("low", "high", "limit"), [(0.0, 6.0, 49), (0.3, 9.0, 12)])
 def test_locate_is_the_levels_own_mix(rng, dtype, low, high, limit):

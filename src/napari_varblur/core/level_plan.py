@@ -29,6 +29,7 @@ from .levels import (
 )
 from .modes import Mode
 from .rules import radius_of
+from .shapes import compact
 from .spec import BlurSpec
 from .taps import AxisPass, MapAxis, floored, gaussian_taps, level_pass, map_limit, map_plan
 
@@ -76,15 +77,16 @@ def _traced(spec: BlurSpec) -> LevelPlan | None:
 
 
 def _concrete(spec: BlurSpec, maps: list[MapAxis]) -> LevelPlan | None:
-    values = {}
+    values, small = {}, {}  # (only what varies is read: a map along z is its column)
     for m in maps:
         if id(m.sigma) not in values:
-            values[id(m.sigma)] = distinct_values(m.sigma)
+            small[id(m.sigma)] = compact(m.sigma)
+            values[id(m.sigma)] = distinct_values(small[id(m.sigma)])
     free = [m for m in maps if values[id(m.sigma)] is None]
     if free and spec.tolerance is None:
         return None
-    unique = {id(m.sigma): m.sigma for m in free}  # (a map shared by axes: looked at once)
-    ranges = {key: _range(sigma) for key, sigma in unique.items()}
+    unique = {id(m.sigma) for m in free}  # (a map shared by axes: looked at once)
+    ranges = {key: _range(small[key]) for key in unique}
     if any(radius_of(ranges[id(m.sigma)][1], m.truncate) > MAX_LEVEL_RADIUS for m in free):
         return None
     if not free:

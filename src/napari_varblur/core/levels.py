@@ -42,7 +42,7 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from .rules import radius_of
-from .shapes import unbroadcast
+from .shapes import compact
 from .taps import NO_LIMIT
 
 #: At most this many distinct sigmas (per axis) make a map *quantised*: exact levels.
@@ -382,11 +382,12 @@ def distinct_values(values: np.ndarray, most: int = MAX_QUANTISED) -> np.ndarray
 
     4096 pixels drawn at random reject a smooth map at once; a map that passes is
     checked whole, in chunks (small temporaries), stopping at the first chunk that
-    holds more values than allowed.  A broadcast map is read once per distinct entry
-    (axes of stride 0 kept at length 1: a 2048² map broadcast from one row took ~50
-    ms raveled whole).
+    holds more values than allowed.  Only what varies is read: axes of stride 0, or
+    along which the map is constant, kept at length 1 (a 2048² map broadcast from one
+    row took ~50 ms raveled whole; a 64x128x128 map of one sigma per z-plane, 7.8 ms
+    read whole, is its 64 values).
     """
-    flat = np.ravel(unbroadcast(np.asarray(values)))
+    flat = np.ravel(compact(np.asarray(values)))
     if not flat.size:
         return np.zeros(0)
     picks = np.random.default_rng(0).integers(0, flat.size, min(flat.size, 4096))

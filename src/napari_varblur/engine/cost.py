@@ -18,7 +18,7 @@ import numpy as np
 from ..core.level_plan import LevelPlan
 from ..core.levels import AxisLevels
 from ..core.rules import radius_of
-from ..core.shapes import unbroadcast
+from ..core.shapes import compact
 from ..core.sigma import mean_step
 from ..core.spec import BlurSpec
 from ..core.taps import MapAxis, map_plan
@@ -343,27 +343,10 @@ def _grid(maps, tiles) -> tuple[int, ...]:
 
 def _compacts(maps: list[MapAxis]) -> list[np.ndarray]:
     """Each axis's map without the axes it is constant along (kept with length 1), as
-    views; a map shared by several axes is examined once."""
+    views (:func:`~napari_varblur.core.shapes.compact`); a map shared by several axes
+    is examined once."""
     seen: dict = {}
     for m in maps:
         if id(m.sigma) not in seen:
-            sigma = unbroadcast(m.sigma)  # (repeated axes are constant without a look)
-            seen[id(m.sigma)] = sigma[tuple(
-                slice(0, 1) if _constant_along(sigma, a) else slice(None)
-                for a in range(sigma.ndim)
-            )]  # fmt: skip
+            seen[id(m.sigma)] = compact(m.sigma)
     return [seen[id(m.sigma)] for m in maps]
-
-
-def _constant_along(sigma: np.ndarray, axis: int) -> bool:
-    """Whether ``sigma`` is the same at every index along ``axis``.  The second slice
-    is compared first: a map that changes there (most do) is told apart without a
-    pass over the whole map.  (Slices are views: ``take`` copied a broadcast map
-    whole, 24 ms for a 2048² map broadcast from one row.)"""
-    if sigma.shape[axis] < 2:
-        return True
-    at = (slice(None),) * axis
-    first = sigma[at + (slice(0, 1),)]
-    if not (sigma[at + (slice(1, 2),)] == first).all():
-        return False
-    return bool((sigma == first).all())
