@@ -19,6 +19,10 @@ Internal names used here:
   ``GPU_GATHER_TAPS``, ``gather_on_gpu`` and the private ``_tile_candidates``,
   ``_tile_lengths``, ``_walk_work``, ``_estimate``, ``whole_work``, ``whole_estimate``
 - ``napari_varblur.backends.jax_xla.BACKEND`` (its ``has_gpu``)
+- ``napari_varblur.backends.numba.bands``: ``blur``, ``_Runs`` and a plan's ``runs``,
+  ``slots``, ``levels``, ``taps`` (:func:`band_parts`)
+- ``napari_varblur.core.levels``: ``bucket_range``, ``SAFETY``, ``_tensor_terms``,
+  ``_tensor_error`` (:func:`bucket_errors`)
 - ``napari_varblur.engine.warmup.warm_up``
 """
 
@@ -149,3 +153,62 @@ def pretend_gpu() -> None:
     from napari_varblur.backends import jax_xla
 
     jax_xla.BACKEND = dataclasses.replace(jax_xla.BACKEND, has_gpu=lambda: True)
+
+
+def band_parts(image: np.ndarray, sigma: np.ndarray, mode: str = "nearest",
+               tolerance: float = 1e-3) -> dict[str, Any] | None:  # fmt: skip
+    """Where a Numba tolerance call's time goes, as calls to time: ``plan`` (the
+    router's planning, from a new spec), ``blur`` (the band plan's blur alone), and
+    ``slot 1``-``slot 3`` (the same blur with the other slots' runs emptied), with
+    per slot its runs, pixels and taps per image pixel; ``None`` where the router
+    does not choose level bands."""
+    import dataclasses
+
+    from napari_varblur.backends.numba import bands
+    from napari_varblur.core.spec import BlurSpec
+    from napari_varblur.engine.planner import route
+
+    def spec():
+        return BlurSpec.from_args(image, sigma, mode=mode, backend="numba", tolerance=tolerance)
+
+    chosen = route(spec())
+    plan = getattr(chosen.plan, "bands", None)
+    if plan is None:
+        return None
+    built = spec()
+
+    def empty(r):
+        return None if r is None else bands._Runs(np.zeros_like(r.ptr), r.lines[:0],
+                                                  r.starts[:0], r.stops[:0])  # fmt: skip
+
+    out: dict[str, Any] = dict(
+        plan=lambda: route(spec()), blur=partial(bands.blur, built, plan), levels=len(plan.levels),
+        axes=list(plan.axes), taps=plan.taps / image.size, slots={},
+    )  # fmt: skip
+    for i, (runs, table) in enumerate(zip(plan.runs, plan.slots, strict=True)):
+        if runs is None:
+            continue
+        alone = tuple(r if j == i else empty(r) for j, r in enumerate(plan.runs))
+        out["slots"][f"slot {i + 1}"] = dict(
+            call=partial(bands.blur, built, dataclasses.replace(plan, runs=alone)),
+            runs=len(runs.lines), pixels=float(np.sum(runs.stops - runs.starts)) / image.size,
+            taps=runs.work(table.taps) / image.size,
+        )  # fmt: skip
+    return out
+
+
+def bucket_errors(radius: int, ndim: int, truncate: float = 3.0, tolerance: float = 1e-3,
+                  inner: float = 0.0) -> float:  # fmt: skip
+    """The largest mixing error over radius bucket ``radius`` (every mode but crop,
+    ``ndim`` axes sharing their levels) of ONE interval whose two levels sit at the
+    bucket's ends (``inner`` 0) or ``inner`` of the bucket inside them (pixels beyond
+    them extrapolate the same weights), over the error the level planner allows."""
+    from napari_varblur.core import levels
+
+    low, high = levels.bucket_range(radius, truncate)
+    low = max(low, 1e-9)
+    s0, s1 = low + inner * (high - low), high - inner * (high - low)
+    s = np.linspace(low, high, 129)
+    u = (s * s - s0 * s0) / (s1 * s1 - s0 * s0)
+    terms = levels._tensor_terms((radius,) * ndim)
+    return float(levels._tensor_error(s0, s1, terms, u).max()) / (levels.SAFETY * 2 * tolerance)
