@@ -284,6 +284,40 @@ def test_weights_recomputed_from_the_map_are_the_stored_ones_bit_for_bit(rng, pr
     np.testing.assert_array_equal(out[precision], out[other])
 
 
+@pytest.mark.parametrize("mode", ["nearest", "crop", "constant"])
+@pytest.mark.parametrize(
+    ("shape", "direction"), [((40, 56), (0, 1)), ((40, 56), (1, 0)), ((10, 12, 14), (1, 0, 0))]
+)
+def test_a_map_constant_along_the_lines_is_located_once_per_line(rng, monkeypatch, mode, shape,
+                                                                 direction):  # fmt: skip
+    """A float32 map that does not change along the last pass's lines (a ramp across
+    them, one sigma per z-plane; written out or broadcast) is located one pixel per
+    line, and blurs to the same bits as the same map in float64, located pixel by
+    pixel with its weights stored."""
+    seen = []
+    locate = bands.band_runs.locate
+
+    def spy(sigma, *args):
+        seen.append(sigma.shape)
+        return locate(sigma, *args)
+
+    monkeypatch.setattr(bands.band_runs, "locate", spy)
+    image = rng.random(shape).astype(np.float32)
+    sigma = ramp(shape, direction, 0.6, 4.0).astype(np.float32)
+    column = sigma[tuple(slice(None) if d else slice(0, 1) for d in direction)]
+    out = []
+    for m in (sigma, np.broadcast_to(column, shape), sigma.astype(np.float64)):
+        spec = BlurSpec.from_args(image, m, backend="numba", precision="float32",
+                                  tolerance=1e-3, mode=mode)  # fmt: skip
+        out.append(bands.blur(spec, bands.plan(spec, plan_levels(spec).levels[0])))
+    lines = image.size // seen[-1][1]
+    assert seen[0] == seen[1] == (lines, 1) and seen[2][0] == lines and seen[2][1] > 1
+    np.testing.assert_array_equal(out[0], out[2])
+    np.testing.assert_array_equal(out[1], out[2])
+    expected = exact(image, sigma.astype(np.float64), mode=mode)
+    assert_within(out[0], expected, 1e-3, image, mode=mode, precision="float32")
+
+
 def test_level_tables_are_shared_between_calls_and_give_the_same_blur(rng):
     """A second call with the same axis, mode and levels reuses the first call's table
     (a deconvolution's steps), and blurs exactly as the first call did; its source

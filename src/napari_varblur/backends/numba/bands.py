@@ -35,6 +35,7 @@ from numba import njit, prange
 
 from ...core.level_plan import LevelTable, level_table
 from ...core.levels import AxisLevels
+from ...core.shapes import constant_along, unbroadcast
 from ...core.sigma import mean_step
 from ...core.spec import BlurSpec
 from ...core.taps import from_working_layout, map_plan, working_layout
@@ -149,13 +150,15 @@ def plan(spec: BlurSpec, levels: AxisLevels) -> BandPlan | None:
     shape4 = _shape4(spec.shape, axes)
     k, mix, counts = _located(spec, maps[axes[0]].sigma, axes, levels, shape4[3], dtype)
     segments = band_runs.segments(k, counts)
-    if len(segments[0]) * MIN_MEAN_RUN > k.size:
+    if k.shape[1] < shape4[3]:  # one sigma per line, located once: one segment each
+        segments[2][:] = shape4[3]
+    if len(segments[0]) * MIN_MEAN_RUN > k.shape[0] * shape4[3]:
         return None
     ptr, lines, starts, stops = band_runs.by_level(*segments, len(levels))
     del segments
     recompute = mix[3]  # (the source of the weights is the map itself)
     if recompute:  # the blur tells a pixel's level from its sigma: no key held (half an image)
-        k = np.zeros((1, k.shape[1]), k.dtype)
+        k = np.zeros((1, shape4[3]), k.dtype)
     used = np.flatnonzero(ptr[1:] > ptr[:-1])
     runs3 = _Runs(np.concatenate(([0], np.cumsum((ptr[1:] - ptr[:-1])[used]))),
                   lines, starts, stops)  # fmt: skip
@@ -250,15 +253,19 @@ def _located(spec, sigma, axes, levels: AxisLevels, n3: int, dtype):
     levels: :func:`plan`); another map's weights and levels are kept."""
     if sigma.shape != spec.shape:  # a broadcast is read-only, so copied: only if needed
         sigma = np.broadcast_to(sigma, spec.shape)
-    sigma = contiguous(working_layout(sigma, axes), sigma.dtype).reshape(-1, n3)
     recompute = sigma.dtype == dtype == np.float32  # (exact: band_runs.upper_weight)
-    k = np.empty(sigma.shape, np.int16)
+    # A map constant along the lines (a ramp across them, a sigma per z-plane) is
+    # located once per line: the blur recomputes each pixel's weight from the map.
+    lines_only = recompute and constant_along(unbroadcast(sigma), axes[-1])
+    sigma = contiguous(working_layout(sigma, axes), sigma.dtype).reshape(-1, n3)
+    located = np.ascontiguousarray(sigma[:, :1]) if lines_only else sigma
+    k = np.empty(located.shape, np.int16)
     t = np.empty((0, 0) if recompute else sigma.shape, dtype)
     counts = np.empty(sigma.shape[0], np.int64)
     first, last = levels._buckets
     square, inverse = band_runs.mix_tables(levels.sigma, levels.joined)
     with parallel_section():
-        band_runs.locate(sigma, k, t, counts, levels.sigma, square, inverse, first, last,
+        band_runs.locate(located, k, t, counts, levels.sigma, square, inverse, first, last,
                          float(levels.truncate), int(levels.limit))  # fmt: skip
     lsig = np.asarray(levels.sigma, np.float64)
     return k, (sigma if recompute else t, square, inverse, recompute, lsig), counts
