@@ -31,14 +31,15 @@ class Bands:
     """Level bands: a diagonal level plan run level by level, each level's passes only
     over the pixels that mix it (and what they read).
 
-    ``plan(spec, levels)`` builds the bands of a spec and its shared
+    ``plan(spec, levels, compact=None)`` builds the bands of a spec and its shared
     :class:`~napari_varblur.core.levels.AxisLevels` (an object with ``taps`` and ``nruns``,
-    the work the planner weighs), or ``None`` where they do not fit;
+    the work the planner weighs), or ``None`` where they do not fit (``compact``: the
+    map without the axes it is constant along, where the planner has it);
     ``blur(spec, bands)`` runs them: a new array of ``spec.precision``.  The bands
     depend on the map only, so the two blurs of a masked spec share them.
     """
 
-    plan: Callable[[BlurSpec, object], object | None]
+    plan: Callable[..., object | None]
     blur: Callable[[BlurSpec, object], np.ndarray]
 
 

@@ -13,7 +13,7 @@ kernels that run and mix them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 
 import numpy as np
@@ -37,10 +37,14 @@ from .taps import AxisPass, MapAxis, floored, gaussian_taps, level_pass, map_lim
 @dataclass(frozen=True)
 class LevelPlan:
     """The levels of each blurred axis; ``diagonal``: one list shared by every axis and
-    mixed alike on each (one global blur per level), else each axis mixes its own."""
+    mixed alike on each (one global blur per level), else each axis mixes its own.
+    ``compact``: a concrete plan's maps, one per axis, without the axes they are
+    constant along (:func:`~napari_varblur.core.shapes.compact`; views), which the
+    planner looked at to place the levels and reads again (empty for a traced map)."""
 
     levels: tuple[AxisLevels, ...]
     diagonal: bool
+    compact: tuple = field(default=(), compare=False, repr=False)
 
     @property
     def exact(self) -> bool:
@@ -61,7 +65,13 @@ def plan_levels(spec: BlurSpec) -> LevelPlan | None:
         return None
     if spec.max_radius is not None:
         return _traced(spec)
-    return _concrete(spec, map_plan(spec))
+    maps = map_plan(spec)
+    small: dict = {}  # (only what varies is read: a map along z is its column)
+    for m in maps:
+        if id(m.sigma) not in small:
+            small[id(m.sigma)] = compact(m.sigma)
+    plan = _concrete(spec, maps, small)
+    return None if plan is None else replace(plan, compact=tuple(small[id(m.sigma)] for m in maps))
 
 
 def _traced(spec: BlurSpec) -> LevelPlan | None:
@@ -76,12 +86,8 @@ def _traced(spec: BlurSpec) -> LevelPlan | None:
     return LevelPlan((shared,) * len(spec.axes), True)
 
 
-def _concrete(spec: BlurSpec, maps: list[MapAxis]) -> LevelPlan | None:
-    values, small = {}, {}  # (only what varies is read: a map along z is its column)
-    for m in maps:
-        if id(m.sigma) not in values:
-            small[id(m.sigma)] = compact(m.sigma)
-            values[id(m.sigma)] = distinct_values(small[id(m.sigma)])
+def _concrete(spec: BlurSpec, maps: list[MapAxis], small: dict) -> LevelPlan | None:
+    values = {key: distinct_values(c) for key, c in small.items()}
     free = [m for m in maps if values[id(m.sigma)] is None]
     if free and spec.tolerance is None:
         return None

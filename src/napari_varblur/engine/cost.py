@@ -94,9 +94,10 @@ class Survey:
 
     BASE = 8
 
-    def __init__(self, spec: BlurSpec, maps: list[MapAxis]) -> None:
+    def __init__(self, spec: BlurSpec, maps: list[MapAxis], compact: tuple = ()) -> None:
         self.spec = spec
-        self.compact = _compacts(maps)
+        # (The level plan's, where it has them: the constant axes are found once.)
+        self.compact = list(compact) or _compacts(maps)
         self.change = _change(spec, self.compact)
         self._base: dict = {}
         self._tiled: dict = {}
@@ -146,7 +147,7 @@ def choose(
     narrowing), and the walk is costed so.
     """
     maps = map_plan(spec)
-    survey = Survey(spec, maps)
+    survey = Survey(spec, maps, levels.compact)
     if whole:  # one tile: no tilings to weigh
         tiles = tuple(m.n for m in maps)
         cost, gather = whole_estimate(spec, maps, survey, levels, costs)
@@ -160,7 +161,7 @@ def choose(
         cost, gather, tiles = best
     if levels.diagonal and bands is not None:
         beat = min(cost * WALK_VS_BANDS, gather / MARGIN)
-        found = _bands(spec, levels.levels[0], bands, costs, beat)
+        found = _bands(spec, levels.levels[0], bands, costs, beat, survey.compact[0])
         if found is not None:
             return Plan(levels, tiles, survey, found)
     if cost * MARGIN >= gather:
@@ -202,14 +203,16 @@ def whole_work(spec, maps, survey, levels: LevelPlan) -> dict[str, float]:
     return dict(taps=taps * size, calls=calls, tiles=1.0, sums=nodes * size, gather=gather)
 
 
-def _bands(spec: BlurSpec, levels: AxisLevels, bands, costs: CostTable, beat: float):
+def _bands(spec: BlurSpec, levels: AxisLevels, bands, costs: CostTable, beat: float,
+           compact: np.ndarray):  # fmt: skip
     """The backend's level bands if their estimated cost is below ``beat`` (the best
     of the tile walk and the gather), else ``None``.  They are built only when their
-    fixed cost per pixel leaves them a chance."""
+    fixed cost per pixel leaves them a chance.  ``compact``: the map (one for every
+    axis) without its constant axes."""
     base = costs.band_pixel * spec.image.size
     if base >= beat:
         return None
-    found = bands.plan(spec, levels)
+    found = bands.plan(spec, levels, compact)
     if found is None:
         return None
     return found if base + costs.band_tap * found.taps + costs.run * found.nruns < beat else None

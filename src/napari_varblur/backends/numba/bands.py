@@ -136,10 +136,11 @@ class BandPlan:
     nruns: int
 
 
-def plan(spec: BlurSpec, levels: AxisLevels) -> BandPlan | None:
+def plan(spec: BlurSpec, levels: AxisLevels, compact: np.ndarray | None = None) -> BandPlan | None:
     """The bands of a diagonal level plan, or ``None`` where they do not fit (more than
     three blurred axes, twice as many levels as an int16 counts, more lines than the
-    runs count, or runs too short to pay off)."""
+    runs count, or runs too short to pay off).  ``compact``: the map without the axes
+    it is constant along (:func:`~napari_varblur.core.shapes.compact`), if known."""
     lines = spec.image.size // spec.shape[spec.axes[-1]] if spec.image.size else 0
     if (len(spec.axes) > 3 or spec.image.size == 0 or 2 * len(levels) > np.iinfo(np.int16).max
             or max(lines, max(spec.shape)) > np.iinfo(band_runs.RUN).max):  # fmt: skip
@@ -148,7 +149,10 @@ def plan(spec: BlurSpec, levels: AxisLevels) -> BandPlan | None:
     axes = _pass_order(spec, np.broadcast_to(maps[spec.axes[0]].sigma, spec.shape))
     dtype = np.dtype(spec.precision)
     shape4 = _shape4(spec.shape, axes)
-    k, mix, counts = _located(spec, maps[axes[0]].sigma, axes, levels, shape4[3], dtype)
+    sigma = maps[axes[0]].sigma
+    flat = (compact.shape[axes[-1]] == 1 if compact is not None
+            else constant_along(unbroadcast(sigma), axes[-1]))  # fmt: skip
+    k, mix, counts = _located(spec, sigma, axes, levels, shape4[3], dtype, flat)
     segments = band_runs.segments(k, counts)
     if k.shape[1] < shape4[3]:  # one sigma per line, located once: one segment each
         segments[2][:] = shape4[3]
@@ -243,20 +247,21 @@ def _shape4(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, int, in
     return (batch, *blurred)
 
 
-def _located(spec, sigma, axes, levels: AxisLevels, n3: int, dtype):
+def _located(spec, sigma, axes, levels: AxisLevels, n3: int, dtype, flat: bool):
     """Each pixel's key (int16; the segments turn it into the level), in the working
     layout's lines, each line's count of segments, and where the blur finds each
     pixel's upper weight: ``(source, square, inverse, recompute, sigmas of the
     levels)``.  A float32 map in a float32 blur is its own source (``recompute``: the
     blur recomputes the weights from it, the bits :func:`band_runs.locate` got, and
     tells each pixel's level from them, so the plan holds neither the weights nor the
-    levels: :func:`plan`); another map's weights and levels are kept."""
+    levels: :func:`plan`); another map's weights and levels are kept.  ``flat``: the
+    map does not change along the lines."""
     if sigma.shape != spec.shape:  # a broadcast is read-only, so copied: only if needed
         sigma = np.broadcast_to(sigma, spec.shape)
     recompute = sigma.dtype == dtype == np.float32  # (exact: band_runs.upper_weight)
     # A map constant along the lines (a ramp across them, a sigma per z-plane) is
     # located once per line: the blur recomputes each pixel's weight from the map.
-    lines_only = recompute and constant_along(unbroadcast(sigma), axes[-1])
+    lines_only = recompute and flat
     sigma = contiguous(working_layout(sigma, axes), sigma.dtype).reshape(-1, n3)
     located = np.ascontiguousarray(sigma[:, :1]) if lines_only else sigma
     k = np.empty(located.shape, np.int16)
