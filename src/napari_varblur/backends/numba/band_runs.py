@@ -90,24 +90,33 @@ def locate(sigma, key, t, counts, lsig, square, inverse, first, last, truncate,
     top = first.shape[0] - 1
     stored = t.shape[0] > 0
     for row in prange(sigma.shape[0]):
-        c, before, j, kept = 0, -1, 0, -1  # segments; the previous bucket, level, key
-        for x in range(sigma.shape[1]):
-            s = np.float64(sigma[row, x])
+        values, keys = sigma[row], key[row]
+        c, kept = 0, -1  # segments; the previous key
+        # The previous pixel's bucket and level, and what the next pixel is tested
+        # against, in locals: the last level of the bucket that may start an
+        # interval, and the sigmas around level j (none: no previous pixel).
+        before, j, stop, below, above = -1, 0, 0, np.inf, -np.inf
+        sq, inv = 0.0, 0.0
+        for x in range(values.shape[0]):
+            s = np.float64(values[x])
             # Strictly between the previous pixel's level and the next one of its bucket
             # (most pixels of a smooth map): the same bucket and level, without the
             # radius (the bucket's levels lie within its sigmas).
-            if before < 0 or j >= last[before] or not lsig[j] < s < lsig[j + 1]:
+            if not (j < stop and below < s < above):
                 r = min(np.ceil(truncate * s), limit)
                 b = top if r >= top else (int(r) if r > 0 else 0)
                 if b != before or lsig[j] > s:
                     j, before = first[b], b
                 while j < last[b] and lsig[j + 1] <= s:
                     j += 1
-            w = t.dtype.type(upper_weight(s, square[j], inverse[j]))
+                stop, below = last[b], lsig[j]
+                above = lsig[j + 1] if j + 1 < lsig.shape[0] else np.inf
+                sq, inv = square[j], inverse[j]
+            w = t.dtype.type(upper_weight(s, sq, inv))
             if stored:
                 t[row, x] = w
             k = 2 * j + (w > 0)  # (the weight in the blur's precision, as it mixes)
-            key[row, x] = k
+            keys[x] = k
             c += k != kept
             kept = k
         counts[row] = c
