@@ -66,12 +66,20 @@ def plan_levels(spec: BlurSpec) -> LevelPlan | None:
     if spec.max_radius is not None:
         return _traced(spec)
     maps = map_plan(spec)
-    small: dict = {}  # (only what varies is read: a map along z is its column)
+    views = compact_maps(maps)  # (only what varies is read: a map along z is its column)
+    plan = _concrete(spec, maps, {id(m.sigma): v for m, v in zip(maps, views)})
+    return None if plan is None else replace(plan, compact=views)
+
+
+def compact_maps(maps: list[MapAxis]) -> tuple[np.ndarray, ...]:
+    """Each axis's map without the axes it is constant along (length 1 there), as
+    views (:func:`~napari_varblur.core.shapes.compact`); a map shared by several axes
+    is examined once, and its view repeats."""
+    seen: dict = {}
     for m in maps:
-        if id(m.sigma) not in small:
-            small[id(m.sigma)] = compact(m.sigma)
-    plan = _concrete(spec, maps, small)
-    return None if plan is None else replace(plan, compact=tuple(small[id(m.sigma)] for m in maps))
+        if id(m.sigma) not in seen:
+            seen[id(m.sigma)] = compact(m.sigma)
+    return tuple(seen[id(m.sigma)] for m in maps)
 
 
 def _traced(spec: BlurSpec) -> LevelPlan | None:

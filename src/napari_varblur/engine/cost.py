@@ -15,10 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.level_plan import LevelPlan
+from ..core.level_plan import LevelPlan, compact_maps
 from ..core.levels import AxisLevels
 from ..core.rules import radius_of
-from ..core.shapes import compact
 from ..core.sigma import mean_step
 from ..core.spec import BlurSpec
 from ..core.taps import MapAxis, map_plan
@@ -97,7 +96,7 @@ class Survey:
     def __init__(self, spec: BlurSpec, maps: list[MapAxis], compact: tuple = ()) -> None:
         self.spec = spec
         # (The level plan's, where it has them: the constant axes are found once.)
-        self.compact = list(compact) or _compacts(maps)
+        self.compact = list(compact or compact_maps(maps))
         self.change = _change(spec, self.compact)
         self._base: dict = {}
         self._tiled: dict = {}
@@ -342,14 +341,3 @@ def _fold(v: np.ndarray, axis: int, ufunc) -> np.ndarray:
 
 def _grid(maps, tiles) -> tuple[int, ...]:
     return tuple(-(-m.n // t) for m, t in zip(maps, tiles))
-
-
-def _compacts(maps: list[MapAxis]) -> list[np.ndarray]:
-    """Each axis's map without the axes it is constant along (kept with length 1), as
-    views (:func:`~napari_varblur.core.shapes.compact`); a map shared by several axes
-    is examined once."""
-    seen: dict = {}
-    for m in maps:
-        if id(m.sigma) not in seen:
-            seen[id(m.sigma)] = compact(m.sigma)
-    return [seen[id(m.sigma)] for m in maps]

@@ -156,7 +156,7 @@ def plan(spec: BlurSpec, levels: AxisLevels, compact: np.ndarray | None = None) 
     segments = band_runs.segments(k, counts)
     if k.shape[1] < shape4[3]:  # one sigma per line, located once: one segment each
         segments[2][:] = shape4[3]
-    if len(segments[0]) * MIN_MEAN_RUN > k.shape[0] * shape4[3]:
+    if len(segments[0]) * MIN_MEAN_RUN > spec.image.size:
         return None
     ptr, lines, starts, stops = band_runs.by_level(*segments, len(levels))
     del segments
